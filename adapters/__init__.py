@@ -1,0 +1,1 @@
+"""Adapters: one package per wrapped application."""

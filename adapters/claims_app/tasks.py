@@ -1,0 +1,295 @@
+"""Task kinds for the claims desk: how each is found in a world, posed, verified and solved.
+
+A task's hidden facts (which claim is the duplicate, what payout is right) live in ``Task.facts``,
+which no tool can read; verifiers score the final database state, never the transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from examples.claims_app import rules
+from examples.claims_app.clock import as_utc, utcnow
+from examples.claims_app.config import Settings
+from examples.claims_app.models import Adjuster, Claim, ClaimNote, Payment, Policy
+from statekit.contract import JSON, Task
+
+AGENT = "adjuster"
+MAX_STEPS = 12
+
+
+@dataclass(frozen=True)
+class ClaimsTask(Task):
+    """A Task plus the hidden facts its verifier checks."""
+
+    facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+def _agent_id(session: Session) -> Any:
+    return session.scalar(select(Adjuster.id).where(Adjuster.username == AGENT))
+
+
+def _open_claims(session: Session) -> list[tuple[Claim, Policy]]:
+    rows = session.execute(
+        select(Claim, Policy)
+        .join(Policy, Claim.policy_id == Policy.id)
+        .where(Claim.assigned_adjuster_id == _agent_id(session))
+        .order_by(Claim.reference)
+    ).all()
+    return [(c, p) for c, p in rows]
+
+
+def _is_duplicate(session: Session, claim: Claim) -> bool:
+    earlier = aliased(Claim)
+    found = session.scalar(
+        select(func.count())
+        .select_from(earlier)
+        .where(
+            earlier.policy_id == claim.policy_id,
+            earlier.incident_date == claim.incident_date,
+            earlier.amount == claim.amount,
+            earlier.id != claim.id,
+        )
+    )
+    return bool(found)
+
+
+def _filed_late(claim: Claim) -> bool:
+    return not rules.filed_within_window(
+        claim.incident_date, as_utc(claim.submitted_at), Settings.filing_window_days
+    )
+
+
+def _overdue(claim: Claim) -> bool:
+    return rules.is_overdue(claim.status, claim.last_activity_at, Settings.sla_days)
+
+
+def _valid(session: Session, claim: Claim, policy: Policy) -> bool:
+    return (
+        not _filed_late(claim)
+        and rules.policy_active_on(policy.effective_date, policy.expiry_date, claim.incident_date)
+        and claim.amount <= policy.coverage_limit
+        and not _is_duplicate(session, claim)
+        and not _overdue(claim)
+    )
+
+
+def _decide_prompt(ref: str) -> str:
+    return (
+        f"Process claim {ref}. Check it against the rules (filed within 30 days of the incident, policy "
+        "active on the incident date, amount within coverage, not a duplicate). If it passes, triage and "
+        "approve it; if not, deny it with a reason that names the rule. Then call submit."
+    )
+
+
+def find_approve_valid(session: Session, rng: random.Random) -> dict[str, Any] | None:
+    pool = [
+        c.reference for c, p in _open_claims(session) if c.status == "submitted" and _valid(session, c, p)
+    ]
+    if not pool:
+        return None
+    ref = rng.choice(pool)
+    claim, policy = next((c, p) for c, p in _open_claims(session) if c.reference == ref)
+    payout = rules.payout(claim.amount, policy.coverage_limit, policy.deductible)
+    return {"reference": ref, "payout": str(payout), "prompt": _decide_prompt(ref)}
+
+
+def find_deny_late_filing(session: Session, rng: random.Random) -> dict[str, Any] | None:
+    pool = [
+        c.reference
+        for c, _ in _open_claims(session)
+        if c.status in ("submitted", "triaged") and _filed_late(c)
+    ]
+    if not pool:
+        return None
+    ref = rng.choice(pool)
+    return {"reference": ref, "prompt": _decide_prompt(ref)}
+
+
+def find_deny_duplicate(session: Session, rng: random.Random) -> dict[str, Any] | None:
+    pairs = []
+    for claim, policy in _open_claims(session):
+        if claim.status not in ("submitted", "triaged"):
+            continue
+        earlier = session.execute(
+            select(Claim.reference, Claim.status)
+            .where(
+                Claim.policy_id == claim.policy_id,
+                Claim.incident_date == claim.incident_date,
+                Claim.amount == claim.amount,
+                Claim.reference < claim.reference,
+            )
+            .order_by(Claim.reference)
+        ).first()
+        if earlier is not None:
+            pairs.append((claim.reference, earlier.reference, earlier.status, policy.policy_number))
+    if not pairs:
+        return None
+    dup, original, original_status, policy_number = rng.choice(pairs)
+    prompt = (
+        f"The policyholder of policy {policy_number} seems to have reported the same loss twice. Find the "
+        "duplicate claim (the one filed later), deny it with a reason, leave the original as it is, "
+        "then submit."
+    )
+    return {"reference": dup, "original": original, "original_status": original_status, "prompt": prompt}
+
+
+def find_pay_approved(session: Session, rng: random.Random) -> dict[str, Any] | None:
+    paid = select(Payment.claim_id)
+    pool = [
+        c.reference
+        for c, _ in _open_claims(session)
+        if c.status == "approved" and c.id not in set(session.scalars(paid))
+    ]
+    if not pool:
+        return None
+    ref = rng.choice(pool)
+    prompt = f"Claim {ref} was approved but has not been paid. Get the policyholder paid, then submit."
+    return {"reference": ref, "prompt": prompt}
+
+
+def find_triage_overdue(session: Session, rng: random.Random) -> dict[str, Any] | None:
+    pool = [
+        c for c, _ in _open_claims(session) if c.status == "submitted" and _overdue(c) and not c.escalated
+    ]
+    if not pool:
+        return None
+    claim = rng.choice(pool)
+    notes = session.scalar(select(func.count()).select_from(ClaimNote).where(ClaimNote.claim_id == claim.id))
+    days = (utcnow() - as_utc(claim.last_activity_at)).days
+    prompt = (
+        f"Claim {claim.reference} has had no activity for {days} days and breaches the "
+        f"{Settings.sla_days}-day "
+        "SLA. Triage it with high priority and add a note explaining the next step, then submit. "
+        "(Partial credit: half for the triage at high priority, half for the note.)"
+    )
+    return {"reference": claim.reference, "notes_before": int(notes or 0), "prompt": prompt}
+
+
+def _claim(session: Session, ref: str) -> Claim:
+    claim = session.scalar(select(Claim).where(Claim.reference == ref))
+    assert claim is not None, f"verifier: claim {ref} vanished"
+    return claim
+
+
+def verify_approve_valid(session: Session, facts: dict[str, Any]) -> float:
+    claim = _claim(session, facts["reference"])
+    ok = claim.status == "approved" and claim.approved_amount == Decimal(facts["payout"])
+    return 1.0 if ok else 0.0
+
+
+def verify_denied(session: Session, facts: dict[str, Any]) -> float:
+    claim = _claim(session, facts["reference"])
+    return 1.0 if claim.status == "denied" and (claim.decision_reason or "").strip() else 0.0
+
+
+def verify_deny_duplicate(session: Session, facts: dict[str, Any]) -> float:
+    original = _claim(session, facts["original"])
+    return verify_denied(session, facts) if original.status == facts["original_status"] else 0.0
+
+
+def verify_pay_approved(session: Session, facts: dict[str, Any]) -> float:
+    claim = _claim(session, facts["reference"])
+    executed = session.scalar(
+        select(func.count())
+        .select_from(Payment)
+        .where(
+            Payment.claim_id == claim.id,
+            Payment.status == "executed",
+            Payment.amount == claim.approved_amount,
+        )
+    )
+    return 1.0 if claim.status == "paid" and executed == 1 else 0.0
+
+
+def verify_triage_overdue(session: Session, facts: dict[str, Any]) -> float:
+    claim = _claim(session, facts["reference"])
+    notes = session.scalar(select(func.count()).select_from(ClaimNote).where(ClaimNote.claim_id == claim.id))
+    score = 0.5 if claim.status == "triaged" and claim.priority == "high" else 0.0
+    return score + (0.5 if int(notes or 0) > facts["notes_before"] else 0.0)
+
+
+def _submit() -> dict[str, JSON]:
+    return {"tool": "submit"}
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    find: Callable[[Session, random.Random], dict[str, Any] | None]
+    verify: Callable[[Session, dict[str, Any]], float]
+    reference: Callable[[dict[str, Any]], list[dict[str, JSON]]]
+
+
+KINDS: dict[str, TaskKind] = {
+    "approve_valid": TaskKind(
+        find_approve_valid,
+        verify_approve_valid,
+        lambda f: [
+            {"tool": "triage", "reference": f["reference"]},
+            {"tool": "approve", "reference": f["reference"], "reason": "meets every rule"},
+            _submit(),
+        ],
+    ),
+    "deny_late_filing": TaskKind(
+        find_deny_late_filing,
+        verify_denied,
+        lambda f: [
+            {
+                "tool": "deny",
+                "reference": f["reference"],
+                "reason": "filed more than 30 days after the incident",
+            },
+            _submit(),
+        ],
+    ),
+    "deny_duplicate": TaskKind(
+        find_deny_duplicate,
+        verify_deny_duplicate,
+        lambda f: [
+            {"tool": "deny", "reference": f["reference"], "reason": f"duplicate of {f['original']}"},
+            _submit(),
+        ],
+    ),
+    "pay_approved": TaskKind(
+        find_pay_approved,
+        verify_pay_approved,
+        lambda f: [{"tool": "request_payment", "reference": f["reference"]}, _submit()],
+    ),
+    "triage_overdue": TaskKind(
+        find_triage_overdue,
+        verify_triage_overdue,
+        lambda f: [
+            {"tool": "triage", "reference": f["reference"], "priority": "high"},
+            {
+                "tool": "add_note",
+                "reference": f["reference"],
+                "body": "SLA breached: calling the policyholder today.",
+            },
+            _submit(),
+        ],
+    ),
+}
+
+
+def choose_task(session: Session, seed: int, requested: str | None) -> ClaimsTask:
+    """The seed picks the kind (unless one is requested) and, with its own stream, the claim."""
+    names = sorted(KINDS)
+    if requested is not None and requested not in KINDS:
+        raise ValueError(f"unknown task kind {requested!r}; kinds are {names}")
+    order = [requested] if requested else names[seed % len(names) :] + names[: seed % len(names)]
+    for kind in order:
+        facts = KINDS[kind].find(session, random.Random(f"task:{kind}:{seed}"))
+        if facts is not None:
+            digest = hashlib.sha256(f"{kind}:{seed}:{sorted(facts.items())}".encode()).hexdigest()[:12]
+            return ClaimsTask(
+                id=f"{kind}-{digest}", kind=kind, prompt=facts["prompt"], max_steps=MAX_STEPS, facts=facts
+            )
+    raise ValueError(f"seed {seed} has no claim fit for task kind(s) {order}")

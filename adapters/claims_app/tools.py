@@ -1,0 +1,101 @@
+"""The agent's tools: each one is a call on the claims application's own HTTP API, in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statekit.contract import Tool
+
+_REF = {"type": "string", "pattern": "^CLM-[0-9]{6}$", "description": "claim reference, e.g. CLM-000042"}
+_STATUS = {"type": "string", "enum": ["submitted", "triaged", "approved", "denied", "paid"]}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+TOOLS = [
+    Tool(
+        "list_claims",
+        "List or search claims, newest first. Filters: status, free text q (reference, description, "
+        "customer name), assigned_to_me; paginate with limit/offset.",
+        _schema(
+            {
+                "status": _STATUS,
+                "q": {"type": "string", "maxLength": 200},
+                "assigned_to_me": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                "offset": {"type": "integer", "minimum": 0},
+            },
+            [],
+        ),
+    ),
+    Tool(
+        "get_claim",
+        "Show one claim with its policy, notes, documents and payments.",
+        _schema({"reference": _REF}, ["reference"]),
+    ),
+    Tool(
+        "add_note",
+        "Add a note to a claim assigned to you.",
+        _schema(
+            {"reference": _REF, "body": {"type": "string", "minLength": 1, "maxLength": 5000}},
+            ["reference", "body"],
+        ),
+    ),
+    Tool(
+        "triage",
+        "Move a submitted claim to triaged, optionally setting its priority.",
+        _schema(
+            {"reference": _REF, "priority": {"type": "string", "enum": ["low", "normal", "high"]}},
+            ["reference"],
+        ),
+    ),
+    Tool(
+        "approve",
+        "Approve a triaged claim; the application checks the filing window, policy dates and coverage.",
+        _schema({"reference": _REF, "reason": {"type": "string", "maxLength": 2000}}, ["reference"]),
+    ),
+    Tool(
+        "deny",
+        "Deny a submitted or triaged claim with a reason.",
+        _schema(
+            {"reference": _REF, "reason": {"type": "string", "minLength": 1, "maxLength": 2000}},
+            ["reference", "reason"],
+        ),
+    ),
+    Tool(
+        "request_payment",
+        "Request payment of an approved claim.",
+        _schema({"reference": _REF}, ["reference"]),
+    ),
+    Tool(
+        "submit",
+        "Finish the task. Call it once you are done; the episode ends and is scored.",
+        _schema({"summary": {"type": "string", "maxLength": 2000}}, []),
+    ),
+]
+
+
+def to_request(
+    tool: str, args: dict[str, Any]
+) -> tuple[str, str, dict[str, Any] | None, dict[str, Any] | None]:
+    """(method, path, query params, JSON body) for one tool call."""
+    ref = args.get("reference", "")
+    if tool == "list_claims":
+        params = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in args.items()}
+        return "GET", "/claims", params, None
+    if tool == "get_claim":
+        return "GET", f"/claims/{ref}", None, None
+    if tool == "add_note":
+        return "POST", f"/claims/{ref}/notes", None, {"body": args["body"]}
+    if tool == "triage":
+        body = {"priority": args["priority"]} if "priority" in args else {}
+        return "POST", f"/claims/{ref}/triage", None, body
+    if tool == "approve":
+        return "POST", f"/claims/{ref}/approve", None, {"reason": args["reason"]} if "reason" in args else {}
+    if tool == "deny":
+        return "POST", f"/claims/{ref}/deny", None, {"reason": args["reason"]}
+    if tool == "request_payment":
+        return "POST", f"/claims/{ref}/payment-request", None, None
+    raise KeyError(tool)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian machine. Installs what the tests need:
+#  - Python deps into .venv;
+#  - PostgreSQL: nothing to do here, the tests start private throwaway clusters themselves
+#    (system binaries if present, else the pgserver wheel's);
+#  - as root on Debian: the Docker engine (started in the background) and the local base image.
+# In CI (CI=true) a missing component is a failure, never a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/venv.sh dev
+if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+  bash scripts/docker-engine.sh
+  bash scripts/build-base-image.sh
+elif [ "${CI:-}" = "true" ]; then
+  echo "CI needs root on Debian to install the Docker engine and build the base image" >&2
+  exit 1
+else
+  echo "note: not root on Debian; Docker tests need a running engine and statekit/base:bookworm" >&2
+fi
+export TESTCONTAINERS_RYUK_DISABLED=true
+exec .venv/bin/pytest -p no:cacheprovider "$@"

@@ -1,0 +1,79 @@
+"""statekit: turn a real, stateful application into a deterministic RL environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statekit.adapter import Adapter, Episode, Outcome
+from statekit.contract import State, StepResult, Task, Tool
+from statekit.env import Environment
+from statekit.errors import (
+    ActionError,
+    ConfigError,
+    CoverageError,
+    ReplayMissError,
+    ResetError,
+    ResetNeeded,
+    SpecError,
+    StatekitError,
+)
+from statekit.registry import resolve_adapter
+from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.prewarmed import Prewarmed
+
+
+def make(
+    adapter: Adapter | type[Adapter] | str,
+    *,
+    strategy: str | None = None,
+    db_url: str | None = None,
+    prewarm: int = 0,
+    max_steps: int | None = None,
+    **adapter_options: Any,
+) -> Environment:
+    """A ready environment, like ``gymnasium.make``.
+
+    ``adapter`` is a registered name (``"claims_app"``), a ``"pkg.mod:attr"`` path, a class or an
+    instance. ``strategy`` picks one of the adapter's reset strategies (its first by default).
+    ``db_url`` points database strategies at a server; without it statekit starts its embedded one.
+    ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
+    """
+    resolved = resolve_adapter(adapter, **adapter_options)
+    name = strategy or resolved.strategies[0]
+    if name not in resolved.strategies:
+        resolved.close()
+        raise ConfigError(
+            f"adapter {resolved.name!r} offers strategies {list(resolved.strategies)}, not {name!r}"
+        )
+    try:
+        chosen: ResetStrategy = resolved.make_strategy(name, db_url=db_url)
+    except BaseException:
+        resolved.close()
+        raise
+    if prewarm:
+        chosen = Prewarmed(chosen, depth=prewarm)
+    return Environment(resolved, chosen, max_steps=max_steps)
+
+
+__all__ = [
+    "ActionError",
+    "Adapter",
+    "ConfigError",
+    "CoverageError",
+    "Environment",
+    "Episode",
+    "Outcome",
+    "Prewarmed",
+    "ReplayMissError",
+    "ResetError",
+    "ResetNeeded",
+    "ResetStrategy",
+    "SpecError",
+    "State",
+    "StatekitError",
+    "StepResult",
+    "Task",
+    "Tool",
+    "World",
+    "make",
+]

@@ -1,0 +1,94 @@
+"""What an environment builder writes: an Adapter (per application) and its Episodes.
+
+The adapter is the only code that knows both the application and statekit. It builds a world for a
+seed, picks a task, turns tool calls into calls on the application, and scores the final state.
+statekit supplies the rest: reset strategies, the snapshot cache, determinism controls, digests.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from statekit.contract import JSON, Task, Tool
+from statekit.digest.compute import Digest
+from statekit.strategies.base import ResetStrategy, World
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one tool call did: the observation, and whether the task is over (terminated)."""
+
+    observation: JSON
+    done: bool = False
+
+
+class Episode(ABC):
+    """The application wired to one restored world, with one task. Lives until the next reset."""
+
+    task: Task
+    tools: list[Tool]
+
+    @abstractmethod
+    def observe(self) -> JSON:
+        """The first observation: the task prompt and whatever the agent sees at the start."""
+
+    @abstractmethod
+    def call(self, tool: str, arguments: dict[str, JSON]) -> Outcome:
+        """Apply one validated tool call; errors the agent caused come back as observations."""
+
+    @abstractmethod
+    def score(self) -> float:
+        """The verifier: a reward computed from the world's current state, never from the transcript."""
+
+    def quiesce(self) -> None:  # noqa: B027 - optional hook
+        """Release connections to the world (before it is cloned for a snapshot or dropped)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release everything the episode holds. Safe to call twice."""
+
+
+class Adapter(ABC):
+    """One application's glue. Subclasses set ``name`` and implement the abstract methods."""
+
+    name: str = "adapter"
+    strategies: tuple[str, ...] = ("template",)
+    tick_seconds: int = 60
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, str]:
+        """What makes worlds differ besides the seed: app version, fixture hash, builder version."""
+
+    @abstractmethod
+    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
+        """The reset strategy called ``name`` for this application's resources."""
+
+    @abstractmethod
+    def build_world(self, world: World, seed: int) -> None:
+        """Fill an empty world for ``seed``. Runs under seeded controls, once per snapshot-cache key."""
+
+    @abstractmethod
+    def start_episode(
+        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
+    ) -> Episode:
+        """Wire the application to ``world`` and pick the task (or reuse ``task`` when restoring a fork)."""
+
+    @abstractmethod
+    def digest(self, world: World) -> Digest:
+        """The canonical digest of ``world``."""
+
+    def task_kinds(self) -> list[str]:
+        """Names of the task kinds this adapter can pose."""
+        return []
+
+    def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
+        """A known-good action script for ``task``: the checker proves it scores 1."""
+        return []
+
+    def check_schema(self, world: World) -> list[str]:
+        """Problems with the digest spec's coverage of ``world`` (``table.column`` names)."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release adapter-wide resources (servers started for it). Safe to call twice."""

@@ -1,0 +1,62 @@
+"""The environment contract's value types: what reset/step/state hand back.
+
+Everything here is plain data and JSON-serialisable, so the same values travel in-process, over
+HTTP and through the Gymnasium adapter unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+JSON = Any  # a JSON-serialisable value: dict, list, str, int, bool or None (never a float in state)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One action an agent can take: a name, what it does, and a JSON Schema for its arguments."""
+
+    name: str
+    description: str
+    input_schema: dict[str, JSON]
+
+    def as_dict(self) -> dict[str, JSON]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the agent is asked to do. Only ``prompt`` is shown; the verifier's facts stay hidden."""
+
+    id: str
+    kind: str
+    prompt: str
+    max_steps: int
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Gymnasium's 5-tuple with names: terminated (the task ended) vs truncated (an outside limit)."""
+
+    observation: JSON
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, JSON] = field(default_factory=dict)
+
+    def as_tuple(self) -> tuple[JSON, float, bool, bool, dict[str, JSON]]:
+        return self.observation, self.reward, self.terminated, self.truncated, self.info
+
+
+@dataclass(frozen=True)
+class State:
+    """What ``state()`` reports: enough to identify an episode and prove its world."""
+
+    episode_id: str
+    step_count: int
+    seed: int
+    clock: str
+    digest: str
+
+    def as_dict(self) -> dict[str, JSON]:
+        return asdict(self)

@@ -1,0 +1,69 @@
+"""The coverage check: every live column is included or excluded, and the spec names nothing extra."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from statekit.digest.spec import DigestSpec
+from statekit.errors import CoverageError, SpecError
+
+
+def live_columns(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[str, str]]:
+    """``{table: {column: data_type}}`` for the base tables of ``schema``."""
+    rows = conn.execute(
+        """
+        SELECT c.table_name, c.column_name, c.data_type
+        FROM information_schema.columns c
+        JOIN information_schema.tables t
+          ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+        WHERE c.table_schema = %s AND t.table_type = 'BASE TABLE'
+        ORDER BY c.table_name, c.ordinal_position
+        """,
+        (schema,),
+    ).fetchall()
+    out: dict[str, dict[str, str]] = {}
+    for row in rows:
+        table, column, dtype = (
+            (row["table_name"], row["column_name"], row["data_type"]) if isinstance(row, dict) else row
+        )
+        out.setdefault(str(table), {})[str(column)] = str(dtype)
+    return out
+
+
+def coverage_problems(live: dict[str, dict[str, str]], spec: DigestSpec) -> tuple[list[str], list[str]]:
+    """(uncovered live columns, spec names the schema lacks), each as sorted ``table.column`` strings."""
+    uncovered: list[str] = []
+    unknown: list[str] = []
+    for table, columns in live.items():
+        if table in spec.ignored_tables:
+            continue
+        tspec = spec.tables.get(table)
+        if tspec is None:
+            uncovered.extend(f"{table}.{col}" for col in columns)
+            continue
+        known = set(tspec.include) | set(tspec.exclude)
+        uncovered.extend(f"{table}.{col}" for col in columns if col not in known)
+    for name in [*spec.tables, *spec.ignored_tables]:
+        if name not in live:
+            unknown.append(f"{name} (table)")
+    for name, tspec in spec.tables.items():
+        present = live.get(name)
+        if present is None:
+            continue
+        for col in [*tspec.include, *tspec.exclude, *tspec.key]:
+            if col not in present:
+                unknown.append(f"{name}.{col}")
+    return sorted(set(uncovered)), sorted(set(unknown))
+
+
+def check_coverage(conn: psycopg.Connection[Any], spec: DigestSpec) -> None:
+    """Raise SpecError for names the schema lacks, CoverageError for live columns the spec misses."""
+    uncovered, unknown = coverage_problems(live_columns(conn, spec.schema), spec)
+    if unknown:
+        raise SpecError(
+            f"{spec.source}: the spec names what schema {spec.schema!r} lacks: {', '.join(unknown)}"
+        )
+    if uncovered:
+        raise CoverageError(uncovered)

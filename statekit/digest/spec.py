@@ -1,0 +1,115 @@
+"""The digest spec: an explicit allowlist of tables and columns, loaded from a versioned TOML file.
+
+    format = 1
+    schema = "public"
+
+    [tables.claims]
+    key = ["reference"]                       # row order (and identity, for diffs)
+    include = ["reference", "status", "amount"]
+    exclude = { created_at = "audit timestamp from the database clock" }
+    canonical = { amount = "decimal" }         # optional; otherwise chosen by value type
+
+    [ignored_tables]
+    sessions = "login tokens: session rows change with every login"
+
+Every excluded column and ignored table carries a reason, so a reader can audit what the digest is
+blind to. ``statekit.digest.coverage`` checks the spec against a live schema.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from statekit.errors import SpecError
+
+SPEC_FORMAT = 1
+CANONICALISERS = frozenset({"auto", "decimal", "timestamp", "date", "json", "sorted"})
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    key: tuple[str, ...]
+    include: tuple[str, ...]
+    exclude: dict[str, str]
+    canonical: dict[str, str]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Included columns in a fixed (sorted) order."""
+        return tuple(sorted(self.include))
+
+
+@dataclass(frozen=True)
+class DigestSpec:
+    schema: str
+    tables: dict[str, TableSpec]
+    ignored_tables: dict[str, str]
+    source: str = "<memory>"
+
+    @classmethod
+    def load(cls, path: str | Path) -> DigestSpec:
+        """Read and validate a spec file; every problem is a SpecError naming the file and field."""
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise SpecError(f"digest spec not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"digest spec {path} is not valid TOML: {exc}") from exc
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "<memory>") -> DigestSpec:
+        def fail(message: str) -> SpecError:
+            return SpecError(f"{source}: {message}")
+
+        if data.get("format") != SPEC_FORMAT:
+            raise fail(f"`format` must be {SPEC_FORMAT}, got {data.get('format')!r}")
+        schema = data.get("schema", "public")
+        raw_tables = data.get("tables")
+        if not isinstance(raw_tables, dict) or not raw_tables:
+            raise fail("`[tables.NAME]` sections are required")
+        ignored = data.get("ignored_tables", {})
+        if not isinstance(ignored, dict) or not all(
+            isinstance(v, str) and v.strip() for v in ignored.values()
+        ):
+            raise fail("`[ignored_tables]` maps each table to a non-empty reason")
+        tables = {}
+        for name, raw in raw_tables.items():
+            if not isinstance(raw, dict):
+                raise fail(f"tables.{name} must be a table")
+            unknown = set(raw) - {"key", "include", "exclude", "canonical"}
+            if unknown:
+                raise fail(f"tables.{name}: unknown field(s) {sorted(unknown)}")
+            include = raw.get("include")
+            key = raw.get("key")
+            exclude = raw.get("exclude", {})
+            canonical = raw.get("canonical", {})
+            if not isinstance(include, list) or not include or not all(isinstance(c, str) for c in include):
+                raise fail(f"tables.{name}.include must be a non-empty list of column names")
+            if not isinstance(key, list) or not key or not all(isinstance(c, str) for c in key):
+                raise fail(f"tables.{name}.key must be a non-empty list of column names")
+            if not isinstance(exclude, dict) or not all(
+                isinstance(v, str) and v.strip() for v in exclude.values()
+            ):
+                raise fail(f"tables.{name}.exclude maps each column to a non-empty reason")
+            both = set(include) & set(exclude)
+            if both:
+                raise fail(f"tables.{name}: column(s) {sorted(both)} are both included and excluded")
+            if len(set(include)) != len(include):
+                raise fail(f"tables.{name}.include lists a column twice")
+            if not isinstance(canonical, dict):
+                raise fail(f"tables.{name}.canonical must map columns to canonicalisers")
+            for column, how in canonical.items():
+                if how not in CANONICALISERS:
+                    raise fail(f"tables.{name}.canonical.{column}: unknown canonicaliser {how!r}")
+                if column not in include:
+                    raise fail(f"tables.{name}.canonical.{column}: column is not included")
+            if name in ignored:
+                raise fail(f"table {name!r} is both digested and ignored")
+            tables[name] = TableSpec(name, tuple(key), tuple(include), dict(exclude), dict(canonical))
+        return cls(schema=schema, tables=tables, ignored_tables=dict(ignored), source=source)

@@ -1,0 +1,248 @@
+"""The environment: Gymnasium's contract over an adapter, a reset strategy and determinism controls."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from statekit.adapter import Adapter, Episode, Outcome
+from statekit.contract import JSON, State, StepResult, Task
+from statekit.determinism.controls import Controls, ControlsState
+from statekit.digest.canonical import canonical_json
+from statekit.digest.compute import Digest
+from statekit.errors import ActionError, ResetNeeded, StatekitError
+from statekit.strategies.base import ResetStrategy, World
+from statekit.tools import parse_action
+
+EPISODE_START = timedelta(hours=1)
+"""Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
+
+
+def world_key(fingerprint: dict[str, str], seed: int) -> str:
+    """The snapshot-cache key: (app version, fixture hash, builder version, ..., seed)."""
+    body = canonical_json({"fingerprint": fingerprint, "seed": seed})
+    return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
+@dataclass
+class _Snapshot:
+    key: str
+    step_count: int
+    controls: ControlsState
+    task: Task
+    seed: int
+    options: dict[str, JSON]
+
+
+class Environment:
+    """``reset``/``step``/``state``/``snapshot``/``restore``/``close`` over one application.
+
+    Construct it with ``statekit.make``; it owns its strategy (and closes it).
+    """
+
+    def __init__(self, adapter: Adapter, strategy: ResetStrategy, *, max_steps: int | None = None) -> None:
+        self.adapter = adapter
+        self.strategy = strategy
+        self.max_steps_override = max_steps
+        self._fingerprint = adapter.fingerprint()
+        self._episode: Episode | None = None
+        self._world: World | None = None
+        self._controls: Controls | None = None
+        self._episode_id = ""
+        self._seed = 0
+        self._options: dict[str, JSON] = {}
+        self._step_count = 0
+        self._done = False
+        self._snapshots: dict[str, _Snapshot] = {}
+        self.last_reset_cache = ""
+
+    # -- the contract -------------------------------------------------------------------------
+    @property
+    def tools(self) -> list[dict[str, JSON]]:
+        """The actions on offer, as ``[{"name", "description", "input_schema"}]``."""
+        if self._episode is None:
+            raise ResetNeeded("tools are known once an episode exists: call reset(seed=...) first")
+        return [tool.as_dict() for tool in self._episode.tools]
+
+    @property
+    def task(self) -> Task:
+        if self._episode is None:
+            raise ResetNeeded("no episode yet: call reset(seed=...) first")
+        return self._episode.task
+
+    def reset(self, *, seed: int | None = None, options: dict[str, JSON] | None = None) -> tuple[JSON, dict]:
+        """Start an episode in a fresh copy of the seed's world; build that world on first use."""
+        if seed is None:
+            seed = secrets.randbelow(2**31)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        options = dict(options or {})
+        self._end_episode()
+        key = self._ensure_golden(seed)
+        return self._begin(key, seed, options, task=None, controls=Controls(seed, start_offset=EPISODE_START))
+
+    def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]:
+        """Apply one action. Bad actions become error observations with reward 0."""
+        episode = self._require_episode()
+        if self._done:
+            raise ResetNeeded(
+                "this episode has ended (terminated or truncated): call reset() to start another"
+            )
+        assert self._controls is not None
+        self._step_count += 1
+        try:
+            tool, arguments = parse_action(action, episode.tools)
+        except ActionError as exc:
+            outcome = Outcome({"error": {"code": exc.code, "message": str(exc)}})
+        else:
+            with self._controls.active():
+                outcome = episode.call(tool.name, arguments)
+                self._controls.clock.advance(timedelta(seconds=self.adapter.tick_seconds))
+        terminated = outcome.done
+        reward = self._score() if terminated else 0.0
+        truncated = not terminated and self._step_count >= self._max_steps(episode)
+        self._done = terminated or truncated
+        info = {"episode_id": self._episode_id, "step": self._step_count}
+        return StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple()
+
+    def state(self) -> State:
+        """Episode id, step count, seed, virtual clock and the world's digest."""
+        self._require_episode()
+        assert self._controls is not None and self._world is not None
+        return State(
+            episode_id=self._episode_id,
+            step_count=self._step_count,
+            seed=self._seed,
+            clock=self._controls.clock.isoformat(),
+            digest=self.digest_now(),
+        )
+
+    def digest_now(self) -> str:
+        """The digest of the current world (the episode's connections are released first)."""
+        return self.digest_report().digest
+
+    def digest_report(self) -> Digest:
+        """The full digest of the current world: per-table hashes and row counts."""
+        episode = self._require_episode()
+        assert self._world is not None
+        episode.quiesce()
+        return self.adapter.digest(self._world)
+
+    def coverage_problems(self) -> list[str]:
+        """Columns of the current world that the digest spec fails to cover (empty when all is well)."""
+        episode = self._require_episode()
+        assert self._world is not None
+        episode.quiesce()
+        return self.adapter.check_schema(self._world)
+
+    def snapshot(self) -> str:
+        """Fork point: capture the world and the episode's controls; returns an id for ``restore``."""
+        episode = self._require_episode()
+        assert self._controls is not None and self._world is not None
+        snap_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex[:20]
+        key = f"s{snap_id}"
+        episode.quiesce()
+        self.strategy.capture(key, self._world)
+        self._snapshots[snap_id] = _Snapshot(
+            key, self._step_count, self._controls.save(), episode.task, self._seed, self._options
+        )
+        return snap_id
+
+    def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
+        """Continue from a snapshot in a fresh copy; the snapshot stays usable for more forks."""
+        snap = self._snapshots.get(snapshot_id)
+        if snap is None:
+            raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
+        self._end_episode()
+        controls = Controls(snap.seed)
+        controls.load(snap.controls)
+        obs, info = self._begin(snap.key, snap.seed, snap.options, task=snap.task, controls=controls)
+        self._step_count = snap.step_count
+        return obs, info
+
+    def close(self) -> None:
+        """End the episode, drop snapshots, release the strategy and adapter. Safe twice."""
+        self._end_episode()
+        for snap in self._snapshots.values():
+            self.strategy.drop(snap.key)
+        self._snapshots.clear()
+        self.strategy.close()
+        self.adapter.close()
+
+    def prefetch(self, seeds: list[int]) -> None:
+        """Tell the strategy which seeds come next so a pool can pre-clone them."""
+        self.strategy.prefetch([self._ensure_golden(seed) for seed in seeds])
+
+    def __enter__(self) -> Environment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _ensure_golden(self, seed: int) -> str:
+        key = world_key(self._fingerprint, seed)
+        if self.strategy.has(key):
+            self.last_reset_cache = "hit"
+            return key
+        self.last_reset_cache = "miss"
+        build_controls = Controls(seed, purpose="build")
+
+        def build(world: World) -> None:
+            with build_controls.active():
+                self.adapter.build_world(world, seed)
+
+        self.strategy.capture(key, build)
+        return key
+
+    def _begin(
+        self, key: str, seed: int, options: dict[str, JSON], *, task: Task | None, controls: Controls
+    ) -> tuple[JSON, dict]:
+        world = self.strategy.restore(key)
+        try:
+            with controls.active():
+                episode = self.adapter.start_episode(world, seed=seed, options=options, task=task)
+                observation = episode.observe()
+        except BaseException:
+            self.strategy.discard(world)
+            raise
+        self._world, self._episode, self._controls = world, episode, controls
+        self._episode_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex
+        self._seed, self._options = seed, options
+        self._step_count, self._done = 0, False
+        info = {
+            "episode_id": self._episode_id,
+            "seed": seed,
+            "task_id": episode.task.id,
+            "task_kind": episode.task.kind,
+            "max_steps": self._max_steps(episode),
+            "tools": [tool.as_dict() for tool in episode.tools],
+            "digest": self.digest_now(),
+            "clock": controls.clock.isoformat(),
+        }
+        return observation, info
+
+    def _score(self) -> float:
+        assert self._episode is not None and self._controls is not None
+        with self._controls.active():
+            return float(self._episode.score())
+
+    def _max_steps(self, episode: Episode) -> int:
+        return self.max_steps_override or episode.task.max_steps
+
+    def _require_episode(self) -> Episode:
+        if self._episode is None:
+            raise ResetNeeded("step()/state() before reset(): call reset(seed=...) first")
+        return self._episode
+
+    def _end_episode(self) -> None:
+        episode, world = self._episode, self._world
+        self._episode = self._world = self._controls = None
+        if episode is not None:
+            episode.close()
+        if world is not None:
+            self.strategy.discard(world)

@@ -1,0 +1,185 @@
+"""A private, throwaway PostgreSQL cluster: the embedded default.
+
+statekit never assumes a server is running. When no database URL is given it runs ``initdb`` into a
+temporary directory and starts ``postgres`` listening on a Unix socket only (no TCP port, so parallel
+clusters never collide). Binaries come from the system (``PATH`` or ``pg_config --bindir``) and,
+failing that, from the ``pgserver`` wheel, which bundles them. PostgreSQL refuses to run as root, so
+as root the cluster runs as an unprivileged user (``postgres`` if it exists, else ``statekit``).
+
+The cluster is tuned for throwaway worlds: ``fsync``, ``full_page_writes`` and synchronous commit
+are off, which makes ``CREATE DATABASE ... STRATEGY FILE_COPY`` (a checkpoint) cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from statekit.errors import ConfigError, ResetError
+from statekit.postgres.server import PostgresServer
+
+_TUNING = {
+    "fsync": "off",
+    "full_page_writes": "off",
+    "synchronous_commit": "off",
+    "max_connections": "200",
+    "shared_buffers": "128MB",
+    "listen_addresses": "''",
+}
+
+
+def find_pg_bindir() -> Path:
+    """Locate PostgreSQL server binaries: system first, then the ``pgserver`` wheel."""
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(os.path.realpath(initdb)).parent
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        candidate = Path(out.stdout.strip())
+        if (candidate / "initdb").exists():
+            return candidate
+    for base in Path("/usr/lib/postgresql").glob("*/bin"):
+        if (base / "initdb").exists():
+            return base
+    try:
+        import pgserver
+    except ImportError as exc:
+        raise ConfigError(
+            "no PostgreSQL server binaries found: install PostgreSQL (initdb on PATH) or the bundled "
+            "binaries with `pip install 'statekit[embedded]'`, or pass a database URL"
+        ) from exc
+    bindir = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    if not (bindir / "initdb").exists():
+        raise ConfigError(f"pgserver is installed but {bindir}/initdb is missing")
+    return bindir
+
+
+def _service_user() -> str | None:
+    """The user to run postgres as: None when not root, else an unprivileged account."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "statekit"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    subprocess.run(["useradd", "--system", "--no-create-home", "statekit"], check=True)
+    return "statekit"
+
+
+def _make_traversable(path: Path) -> None:
+    """Let the service user reach ``path``: every parent directory gets o+x."""
+    for parent in [path, *path.parents]:
+        mode = parent.stat().st_mode
+        if not mode & 0o001:
+            parent.chmod(mode | 0o011)
+
+
+class EmbeddedCluster:
+    """Start a private cluster on enter, stop it and delete its files on exit.
+
+    ``url(dbname)`` gives a SQLAlchemy URL (psycopg 3 driver) over the cluster's Unix socket.
+    """
+
+    def __init__(self, base_dir: Path | None = None) -> None:
+        self.bindir = find_pg_bindir()
+        self._owns_dir = base_dir is None
+        self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="statekit-pg-"))
+        self.data_dir = self.base_dir / "data"
+        self.socket_dir = self.base_dir / "sock"
+        self.user = "postgres"
+        self._service_user = _service_user()
+        self._running = False
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = list(args)
+        if self._service_user:
+            cmd = ["runuser", "-u", self._service_user, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+    def start(self) -> EmbeddedCluster:
+        """Initialise and start the cluster; raise ResetError with postgres's own log on failure."""
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        if self._service_user:
+            _make_traversable(self.base_dir)
+            _make_traversable(self.bindir)
+            pw = pwd.getpwnam(self._service_user)
+            for path in (self.base_dir, self.socket_dir):
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+        if not (self.data_dir / "PG_VERSION").exists():
+            done = self._run(
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.user,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            )
+            if done.returncode != 0:
+                raise ResetError(f"initdb failed in {self.data_dir}:\n{done.stdout}{done.stderr}")
+        options = " ".join(f"-c {key}={value}" for key, value in _TUNING.items())
+        options += f" -c unix_socket_directories={self.socket_dir}"
+        log = self.base_dir / "postgres.log"
+        done = self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(log),
+            "-o",
+            options,
+            "-w",
+            "start",
+        )
+        if done.returncode != 0:
+            text = log.read_text() if log.exists() else ""
+            raise ResetError(f"postgres did not start ({self.data_dir}):\n{done.stdout}{done.stderr}{text}")
+        self._running = True
+        return self
+
+    def is_running(self) -> bool:
+        """Whether a server is running on this data directory (possibly started by another process)."""
+        if not (self.data_dir / "PG_VERSION").exists():
+            return False
+        running = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "status").returncode == 0
+        self._running = self._running or running
+        return running
+
+    def stop_server(self) -> None:
+        """Stop the server, keeping its files."""
+        if self._running or self.is_running():
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+            self._running = False
+
+    def stop(self) -> None:
+        """Stop the server and delete its files if this object created them. Safe twice."""
+        self.stop_server()
+        if self._owns_dir and self.base_dir.exists():
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def url(self, dbname: str = "postgres") -> str:
+        """A SQLAlchemy URL for ``dbname`` over the cluster's Unix socket."""
+        return f"postgresql+psycopg://{self.user}@/{dbname}?host={self.socket_dir}"
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        """A libpq connection string for ``dbname`` (for psycopg directly)."""
+        return f"host={self.socket_dir} user={self.user} dbname={dbname}"
+
+    def server(self) -> PostgresServer:
+        """The admin handle for this cluster."""
+        return PostgresServer(self.url())
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

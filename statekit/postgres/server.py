@@ -1,0 +1,121 @@
+"""Database-level administration on one PostgreSQL server: create, clone, drop, list.
+
+Every identifier is quoted with ``psycopg.sql.Identifier``; names come from config and seeds, and a
+name is never formatted into SQL as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+from sqlalchemy.engine import make_url
+
+from statekit.errors import ConfigError, ResetError
+
+
+def to_conninfo(url: str) -> str:
+    """Turn a SQLAlchemy or libpq URL into a psycopg conninfo string."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("postgresql"):
+        raise ConfigError(f"not a PostgreSQL URL: {parsed.render_as_string(hide_password=True)}")
+    params: dict[str, str] = {}
+    if parsed.host:
+        params["host"] = parsed.host
+    if parsed.port:
+        params["port"] = str(parsed.port)
+    if parsed.username:
+        params["user"] = parsed.username
+    if parsed.password:
+        params["password"] = parsed.password
+    params["dbname"] = parsed.database or "postgres"
+    for key, value in parsed.query.items():
+        params[key] = value if isinstance(value, str) else value[0]
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+class PostgresServer:
+    """A server reached through an admin URL; knows how to name and manage its databases."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self._parsed = make_url(admin_url)
+        self._admin_conninfo = to_conninfo(admin_url)
+
+    def url(self, dbname: str) -> str:
+        """A SQLAlchemy URL for ``dbname`` on this server."""
+        return self._parsed.set(drivername="postgresql+psycopg", database=dbname).render_as_string(
+            hide_password=False
+        )
+
+    def conninfo(self, dbname: str) -> str:
+        """A psycopg conninfo for ``dbname`` on this server."""
+        return psycopg.conninfo.make_conninfo(self._admin_conninfo, dbname=dbname)
+
+    @contextmanager
+    def admin(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+        """An autocommit connection to the admin database (CREATE/DROP DATABASE need one)."""
+        try:
+            conn = psycopg.connect(self._admin_conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConfigError(f"cannot connect to PostgreSQL at {self.redacted()}: {exc}") from exc
+        with conn:
+            yield conn
+
+    def redacted(self) -> str:
+        return self._parsed.render_as_string(hide_password=True)
+
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        """Create ``name`` (empty, or a file copy of ``template``) and return its URL."""
+        with self.admin() as conn:
+            if template is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            else:
+                self._terminate(conn, template)
+                try:
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+                            sql.Identifier(name), sql.Identifier(template)
+                        )
+                    )
+                except psycopg.Error as exc:
+                    raise ResetError(f"cloning database {template!r} into {name!r} failed: {exc}") from exc
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop ``name`` if it exists, terminating its connections first."""
+        with self.admin() as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def rename_database(self, old: str, new: str) -> None:
+        """Rename ``old`` to ``new`` (used to publish a finished build atomically)."""
+        with self.admin() as conn:
+            self._terminate(conn, old)
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(new))
+            )
+
+    def databases(self, prefix: str = "") -> list[str]:
+        """Names of databases starting with ``prefix``, sorted."""
+        with self.admin() as conn:
+            rows = conn.execute(
+                "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY datname",
+                (prefix,),
+            ).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def exists(self, name: str) -> bool:
+        with self.admin() as conn:
+            row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        return row is not None
+
+    @staticmethod
+    def _terminate(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+        """A database cannot be a template while anyone is connected to it."""
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )

@@ -1,0 +1,133 @@
+"""A pytest plugin: determinism tests generated for the adapters a project names.
+
+In ``pyproject.toml``::
+
+    [tool.pytest.ini_options]
+    statekit_adapters = ["claims_app"]
+    statekit_seeds = "7,8"
+
+For each adapter it adds ``test_reset_is_deterministic``, ``test_seeds_differ`` and
+``test_reset_restores_initial``, each with exactly the assertions of the determinism checks, using the
+adapter's reference script for the first seed's task. A database URL can be given with
+``--statekit-db-url`` (else the embedded default starts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import statekit
+from statekit.testing import reference_script, rollout
+
+CHECKS = ("test_reset_is_deterministic", "test_seeds_differ", "test_reset_restores_initial")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "statekit_adapters", "adapters to generate determinism tests for", type="linelist", default=[]
+    )
+    parser.addini("statekit_seeds", "two seeds for the determinism tests", default="7,8")
+    parser.addoption("--statekit-db-url", default=None, help="PostgreSQL admin URL for generated tests")
+
+
+class _EnvPool:
+    """One environment per adapter for the whole session (its goldens are reused across checks)."""
+
+    def __init__(self, db_url: str | None) -> None:
+        self.db_url = db_url
+        self.envs: dict[str, statekit.Environment] = {}
+
+    def get(self, adapter: str) -> statekit.Environment:
+        if adapter not in self.envs:
+            self.envs[adapter] = statekit.make(adapter, db_url=self.db_url)
+        return self.envs[adapter]
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
+        self.envs.clear()
+
+
+class StatekitCheck(pytest.Item):
+    """One generated determinism test."""
+
+    def __init__(self, *, adapter: str, check: str, seeds: tuple[int, int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.adapter = adapter
+        self.check = check
+        self.seeds = seeds
+
+    def runtest(self) -> None:
+        pool: _EnvPool = self.config.stash[_POOL]
+        env = pool.get(self.adapter)
+        a, b = self.seeds
+        script = reference_script(env, a)
+        _RUNNERS[self.check](env, a, b, script)
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, f"statekit[{self.adapter}]::{self.check}"
+
+
+def _deterministic(env: statekit.Environment, a: int, b: int, script: list[dict[str, Any]]) -> None:
+    first = rollout(env, seed=a, actions=script)
+    second = rollout(env, seed=a, actions=script)
+    assert first.state_digest == second.state_digest
+    assert first.observations == second.observations
+    assert first.rewards == second.rewards
+
+
+def _seeds_differ(env: statekit.Environment, a: int, b: int, script: list[dict[str, Any]]) -> None:
+    assert (
+        rollout(env, seed=a, actions=script).state_digest != rollout(env, seed=b, actions=script).state_digest
+    )
+
+
+def _restores(env: statekit.Environment, a: int, b: int, script: list[dict[str, Any]]) -> None:
+    initial = rollout(env, seed=a, actions=[]).initial_digest
+    mutated = rollout(env, seed=a, actions=script).state_digest
+    _, info = env.reset(seed=a)
+    assert mutated != initial
+    assert info["digest"] == initial
+
+
+_RUNNERS: dict[str, Callable[[statekit.Environment, int, int, list[dict[str, Any]]], None]] = {
+    "test_reset_is_deterministic": _deterministic,
+    "test_seeds_differ": _seeds_differ,
+    "test_reset_restores_initial": _restores,
+}
+_POOL = pytest.StashKey[_EnvPool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_POOL] = _EnvPool(config.getoption("--statekit-db-url"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _POOL in config.stash:
+        config.stash[_POOL].close()
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    adapters = config.getini("statekit_adapters")
+    if not adapters:
+        return
+    seeds = tuple(int(s) for s in str(config.getini("statekit_seeds")).split(","))
+    if len(seeds) != 2:
+        raise pytest.UsageError("statekit_seeds must name exactly two seeds, e.g. '7,8'")
+    for adapter in adapters:
+        for check in CHECKS:
+            items.append(
+                StatekitCheck.from_parent(
+                    session, name=f"statekit[{adapter}]::{check}", adapter=adapter, check=check, seeds=seeds
+                )
+            )
+
+
+def generated_items(items: list[pytest.Item]) -> Iterator[StatekitCheck]:
+    """The generated tests among ``items`` (for plugin self-tests)."""
+    return (item for item in items if isinstance(item, StatekitCheck))

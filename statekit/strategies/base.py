@@ -1,0 +1,73 @@
+"""The reset-strategy interface: capture a golden copy, restore a fresh copy, discard a copy.
+
+A strategy owns one kind of resource (a database, a directory tree, a container). Goldens live under
+a *key*; a key names one world (see ``statekit.strategies.keys``). Restoring never touches the
+golden, so any number of isolated copies can be handed out from one key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class World:
+    """One isolated copy of a resource, handed out by ``restore`` and given back to ``discard``.
+
+    ``location`` is what the application is pointed at (a database URL, a directory); ``handle`` is
+    an in-process object for strategies that have one (the in-memory store).
+    """
+
+    id: str
+    location: str
+    handle: Any = field(default=None, compare=False, repr=False)
+
+
+Builder = Callable[[World], None]
+"""Fills an empty world, e.g. runs the application's seed script for one seed."""
+
+
+class ResetStrategy(ABC):
+    """Three verbs, plus ``has`` so a cache can tell a hit from a miss."""
+
+    name: str = "strategy"
+
+    @abstractmethod
+    def has(self, key: str) -> bool:
+        """Whether a golden copy exists under ``key``."""
+
+    @abstractmethod
+    def capture(self, key: str, source: Builder | World) -> None:
+        """Store a golden copy under ``key``: build it with ``source(empty_world)``, or copy a live world.
+
+        A failed build leaves nothing behind; an existing golden under ``key`` is kept as is.
+        """
+
+    @abstractmethod
+    def restore(self, key: str) -> World:
+        """Hand out a fresh isolated copy of the golden under ``key``."""
+
+    @abstractmethod
+    def discard(self, world: World) -> None:
+        """Destroy a copy handed out by ``restore``. Safe on an already discarded world."""
+
+    def drop(self, key: str) -> None:  # noqa: B027 - optional verb with a no-op default
+        """Forget the golden under ``key`` (used for snapshots that are no longer needed)."""
+
+    def prefetch(self, keys: list[str]) -> None:  # noqa: B027 - a hint; plain strategies ignore it
+        """A hint that ``keys`` will be restored soon (pools pre-clone them)."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release background work and connections. Safe to call twice."""
+
+    def __enter__(self) -> ResetStrategy:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,53 @@
+"""An in-memory strategy: goldens and copies are deep-copied dicts. For fast core tests."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from statekit.errors import ResetError
+from statekit.strategies.base import Builder, ResetStrategy, World
+
+
+class InMemory(ResetStrategy):
+    """Each world's ``handle`` is a dict the adapter reads and writes directly."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._goldens: dict[str, dict[str, Any]] = {}
+        self._live: dict[str, dict[str, Any]] = {}
+        self._ids = itertools.count(1)
+
+    def has(self, key: str) -> bool:
+        return key in self._goldens
+
+    def capture(self, key: str, source: Builder | World) -> None:
+        if key in self._goldens:
+            return
+        if isinstance(source, World):
+            self._goldens[key] = copy.deepcopy(source.handle)
+            return
+        scratch = World(id=f"build-{key}", location=f"memory://build-{key}", handle={})
+        source(scratch)  # an exception here leaves no golden behind
+        self._goldens[key] = copy.deepcopy(scratch.handle)
+
+    def restore(self, key: str) -> World:
+        if key not in self._goldens:
+            raise ResetError(f"no golden world under key {key!r}; capture it first")
+        world_id = f"mem-{next(self._ids)}"
+        handle = copy.deepcopy(self._goldens[key])
+        self._live[world_id] = handle
+        return World(id=world_id, location=f"memory://{world_id}", handle=handle)
+
+    def discard(self, world: World) -> None:
+        self._live.pop(world.id, None)
+
+    def drop(self, key: str) -> None:
+        self._goldens.pop(key, None)
+
+    @property
+    def live_count(self) -> int:
+        """How many copies are handed out and not yet discarded (leak checks use it)."""
+        return len(self._live)

@@ -1,0 +1,196 @@
+"""The public checker: the determinism checks every statekit environment must pass.
+
+``rollout`` plays a script; ``check_env`` runs the whole battery and reports each check by name,
+with the nearest difference when one fails (not just "not equal"). The pytest plugin
+(``statekit.pytest_plugin``) turns the same checks into tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from statekit.contract import JSON
+from statekit.digest.canonical import canonical_json
+from statekit.env import Environment
+from statekit.errors import SpecError
+
+Action = dict[str, JSON]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What one scripted episode produced: the exact things determinism is judged on."""
+
+    seed: int
+    initial_digest: str
+    state_digest: str
+    observations: list[JSON]
+    rewards: list[float]
+
+
+def rollout(
+    env: Environment, *, seed: int, actions: Sequence[Action], options: dict[str, JSON] | None = None
+) -> Rollout:
+    """Reset to ``seed``, play ``actions`` until the episode ends, and record everything."""
+    obs, info = env.reset(seed=seed, options=options)
+    observations, rewards = [obs], []
+    for action in actions:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        observations.append(obs)
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    return Rollout(seed, str(info["digest"]), env.state().digest, observations, rewards)
+
+
+def first_difference(a: Rollout, b: Rollout) -> str | None:
+    """Where two rollouts part: the digest, the first differing step's observation, or a reward."""
+    if a.initial_digest != b.initial_digest:
+        return f"initial digests differ: {a.initial_digest[:12]} vs {b.initial_digest[:12]}"
+    for i, (x, y) in enumerate(zip(a.observations, b.observations, strict=False)):
+        if x != y:
+            left, right = canonical_json(x)[:300], canonical_json(y)[:300]
+            return f"observation {i} differs:\n  {left}\n  {right}"
+    if len(a.observations) != len(b.observations):
+        return f"episode lengths differ: {len(a.observations) - 1} vs {len(b.observations) - 1} steps"
+    if a.rewards != b.rewards:
+        return f"rewards differ: {a.rewards} vs {b.rewards}"
+    if a.state_digest != b.state_digest:
+        return f"final digests differ: {a.state_digest[:12]} vs {b.state_digest[:12]}"
+    return None
+
+
+@dataclass
+class CheckReport:
+    deterministic: bool = True
+    seeds_differ: bool = True
+    reset_restores_initial: bool = True
+    coverage: bool = True
+    tasks_valid: bool = True
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(
+            [
+                self.deterministic,
+                self.seeds_differ,
+                self.reset_restores_initial,
+                self.coverage,
+                self.tasks_valid,
+            ]
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reference_script(env: Environment, seed: int, options: dict[str, JSON] | None = None) -> list[Action]:
+    """The adapter's reference actions for the task that ``seed`` poses."""
+    env.reset(seed=seed, options=options)
+    return env.adapter.reference_actions(env.task)
+
+
+def check_deterministic(env: Environment, seed: int, script: Sequence[Action], repeats: int) -> str | None:
+    """Same seed, same actions ⇒ same digest, observations and rewards, ``repeats`` times."""
+    first = rollout(env, seed=seed, actions=script)
+    for run in range(2, repeats + 1):
+        diff = first_difference(first, rollout(env, seed=seed, actions=script))
+        if diff:
+            return f"seed {seed}, run {run} vs run 1: {diff}"
+    return None
+
+
+def check_seeds_differ(env: Environment, seeds: Sequence[int], script: Sequence[Action]) -> str | None:
+    """A seed that is ignored is a bug: different seeds must give different final digests."""
+    digests = {seed: rollout(env, seed=seed, actions=script).state_digest for seed in seeds}
+    if len(set(digests.values())) != len(digests):
+        return f"seeds {list(seeds)} give equal digests {digests}: the seed is ignored somewhere"
+    return None
+
+
+def check_reset_restores(env: Environment, seed: int, script: Sequence[Action]) -> str | None:
+    """Mutate, reset, and the initial digest returns."""
+    _, info = env.reset(seed=seed)
+    initial = info["digest"]
+    for action in script:
+        env.step(action)
+    mutated = env.state().digest
+    _, again = env.reset(seed=seed)
+    if again["digest"] != initial:
+        return (
+            f"seed {seed}: digest after reset is {str(again['digest'])[:12]}, initial was {str(initial)[:12]}"
+        )
+    if mutated == initial and script:
+        return f"seed {seed}: the script changed nothing, so reset was not exercised"
+    return None
+
+
+def check_task(env: Environment, kind: str, seed: int, repeats: int) -> str | None:
+    """SWE-bench's rule: doing nothing scores 0 and the reference scores 1, every time."""
+    options: dict[str, JSON] = {"task": kind}
+    for _ in range(repeats):
+        env.reset(seed=seed, options=options)
+        script = env.adapter.reference_actions(env.task)
+        if not script:
+            return f"task {kind!r} (seed {seed}) has no reference script"
+        noop = rollout(env, seed=seed, actions=[script[-1]], options=options)
+        if sum(noop.rewards) != 0:
+            return f"task {kind!r} (seed {seed}): doing nothing scores {noop.rewards}, expected 0"
+        ref = rollout(env, seed=seed, actions=script, options=options)
+        if not ref.rewards or ref.rewards[-1] != 1.0:
+            return f"task {kind!r} (seed {seed}): the reference scores {ref.rewards}, expected a final 1.0"
+    return None
+
+
+def check_env(
+    env: Environment,
+    *,
+    seeds: Sequence[int] = (7, 8),
+    repeats: int = 3,
+    task_repeats: int = 5,
+    script: Sequence[Action] | None = None,
+) -> CheckReport:
+    """Run every check on ``env`` and report each by name (see ``CheckReport``)."""
+    if len(seeds) < 2:
+        raise ValueError("check_env needs at least two seeds")
+    report = CheckReport()
+
+    def record(name: str, problem: str | None) -> None:
+        if problem:
+            setattr(report, name, False)
+            report.problems.append(f"{name}: {problem}")
+
+    try:
+        env.reset(seed=seeds[0])
+    except SpecError as exc:  # no digest can be computed: nothing else can be judged
+        record("coverage", str(exc))
+        for name in ("deterministic", "seeds_differ", "reset_restores_initial", "tasks_valid"):
+            record(name, "not run: the world's digest cannot be computed (see coverage)")
+        return report
+    coverage = env.coverage_problems()
+    record("coverage", f"uncovered or unknown columns: {', '.join(coverage)}" if coverage else None)
+    base = list(script) if script is not None else reference_script(env, seeds[0])
+    for seed in seeds:
+        record("deterministic", check_deterministic(env, seed, base, repeats))
+    record("seeds_differ", check_seeds_differ(env, seeds, base))
+    record("reset_restores_initial", check_reset_restores(env, seeds[0], base))
+    for i, kind in enumerate(env.adapter.task_kinds()):
+        record("tasks_valid", check_task(env, kind, seeds[i % len(seeds)], task_repeats))
+    return report
+
+
+__all__ = [
+    "CheckReport",
+    "Rollout",
+    "check_deterministic",
+    "check_env",
+    "check_reset_restores",
+    "check_seeds_differ",
+    "check_task",
+    "first_difference",
+    "reference_script",
+    "rollout",
+]

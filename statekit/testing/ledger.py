@@ -1,0 +1,144 @@
+"""A tiny in-memory application and its adapter: the smallest complete statekit environment.
+
+It exists so the core contract can be tested in milliseconds (and read as a template for adapters).
+Like a real application it draws ids from ``uuid.uuid4`` and timestamps from the clock, so the
+determinism controls have real work to do. Task: move an amount between two accounts.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from statekit.adapter import Adapter, Episode, Outcome
+from statekit.contract import JSON, Task, Tool
+from statekit.digest.compute import Digest, combine, hash_rows
+from statekit.errors import ConfigError
+from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.memory import InMemory
+
+TOOLS = [
+    Tool(
+        "balances", "List every account and its balance.", {"type": "object", "additionalProperties": False}
+    ),
+    Tool(
+        "transfer",
+        "Move an amount (whole cents) from one account to another.",
+        {
+            "type": "object",
+            "properties": {
+                "source": {"type": "string"},
+                "target": {"type": "string"},
+                "cents": {"type": "integer", "minimum": 1},
+            },
+            "required": ["source", "target", "cents"],
+            "additionalProperties": False,
+        },
+    ),
+    Tool("submit", "Finish the task.", {"type": "object", "additionalProperties": False}),
+]
+
+
+class LedgerEpisode(Episode):
+    def __init__(self, store: dict[str, Any], task: Task) -> None:
+        self.store = store
+        self.task = task
+        self.tools = TOOLS
+
+    def observe(self) -> JSON:
+        return {"task": self.task.prompt}
+
+    def call(self, tool: str, arguments: dict[str, JSON]) -> Outcome:
+        accounts = self.store["accounts"]
+        if tool == "balances":
+            return Outcome({"accounts": dict(sorted(accounts.items()))})
+        if tool == "submit":
+            return Outcome({"submitted": True}, done=True)
+        source, target, cents = str(arguments["source"]), str(arguments["target"]), int(arguments["cents"])
+        if source not in accounts or target not in accounts:
+            return Outcome({"error": {"code": "unknown_account", "message": "no such account"}})
+        if accounts[source] < cents:
+            return Outcome({"error": {"code": "insufficient_funds", "message": f"{source} has too little"}})
+        accounts[source] -= cents
+        accounts[target] += cents
+        entry = {"id": str(uuid.uuid4()), "at": datetime.now(UTC).isoformat(), "cents": cents}
+        self.store["journal"].append({**entry, "source": source, "target": target})
+        return Outcome({"transfer": entry})
+
+    def score(self) -> float:
+        hidden = self.store["accounts"]
+        facts = self.task_facts
+        return 1.0 if hidden[facts["target"]] == facts["expected"] else 0.0
+
+    @property
+    def task_facts(self) -> dict[str, Any]:
+        return self.store["_task"]
+
+
+class LedgerAdapter(Adapter):
+    """Worlds are dicts in an ``InMemory`` strategy; the digest covers accounts and the journal."""
+
+    name = "ledger"
+    strategies = ("memory",)
+
+    def __init__(self, accounts: int = 4) -> None:
+        self.accounts = accounts
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"app": "ledger-1", "builder": "1", "accounts": str(self.accounts)}
+
+    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
+        if name != "memory":
+            raise ConfigError(f"ledger offers only the 'memory' strategy, not {name!r}")
+        return InMemory()
+
+    def build_world(self, world: World, seed: int) -> None:
+        rng = random.Random(seed)
+        names = sorted(rng.sample(["alice", "bob", "carol", "dave", "erin", "frank"], self.accounts))
+        world.handle["accounts"] = {name: rng.randrange(1_000, 10_000) for name in names}
+        world.handle["journal"] = [
+            {
+                "id": str(uuid.uuid4()),
+                "at": datetime.now(UTC).isoformat(),
+                "cents": 0,
+                "source": "",
+                "target": names[0],
+            }
+        ]
+
+    def start_episode(
+        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
+    ) -> Episode:
+        store = world.handle
+        if task is None:
+            rng = random.Random(f"task:{seed}")
+            source, target = rng.sample(sorted(store["accounts"]), 2)
+            cents = rng.randrange(1, store["accounts"][source])
+            task = Task(
+                id=f"ledger-{seed}",
+                kind="transfer",
+                prompt=f"Move {cents} cents from {source} to {target}, then submit.",
+                max_steps=int(options.get("max_steps", 8)),
+            )
+            store["_task"] = {
+                "source": source,
+                "target": target,
+                "cents": cents,
+                "expected": store["accounts"][target] + cents,
+            }
+        return LedgerEpisode(store, task)
+
+    def digest(self, world: World) -> Digest:
+        store = world.handle
+        accounts = [{"name": k, "cents": v} for k, v in sorted(store["accounts"].items())]
+        return combine({"accounts": hash_rows(accounts), "journal": hash_rows(store["journal"])})
+
+    def task_kinds(self) -> list[str]:
+        return ["transfer"]
+
+    def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
+        words = task.prompt.split()
+        cents, source, target = int(words[1]), words[4], words[6].rstrip(",")
+        return [{"tool": "transfer", "source": source, "target": target, "cents": cents}, {"tool": "submit"}]

@@ -1,0 +1,113 @@
+"""The reset-strategy contract suite, public so a new strategy can prove itself the same way.
+
+Each check takes a strategy and a *probe*: three functions that know the strategy's resource
+(build a world, change it, read it back). Run every check in ``STRATEGY_CHECKS`` against a fresh
+strategy; each raises AssertionError with a message on failure.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from statekit.errors import ResetError
+from statekit.strategies.base import ResetStrategy, World
+
+
+@dataclass(frozen=True)
+class Probe:
+    """How the contract suite touches a strategy's resource."""
+
+    build: Callable[[World], None]
+    mutate: Callable[[World], None]
+    read: Callable[[World], object]
+
+
+def _key() -> str:
+    return "k" + secrets.token_hex(8)
+
+
+def check_restore_unknown_key_fails(strategy: ResetStrategy, probe: Probe) -> None:
+    try:
+        world = strategy.restore(_key())
+    except ResetError:
+        return
+    strategy.discard(world)
+    raise AssertionError("restoring a key that was never captured must raise ResetError")
+
+
+def check_copies_are_isolated(strategy: ResetStrategy, probe: Probe) -> None:
+    key = _key()
+    strategy.capture(key, probe.build)
+    assert strategy.has(key), "has(key) must be true after capture"
+    a, b = strategy.restore(key), strategy.restore(key)
+    try:
+        original = probe.read(a)
+        assert probe.read(b) == original, "two fresh copies must be equal"
+        probe.mutate(a)
+        assert probe.read(a) != original, "the probe's mutation must change the world"
+        assert probe.read(b) == original, "changing one copy must not change another"
+        c = strategy.restore(key)
+        try:
+            assert probe.read(c) == original, "changing a copy must not change the golden"
+        finally:
+            strategy.discard(c)
+    finally:
+        strategy.discard(a)
+        strategy.discard(b)
+        strategy.drop(key)
+
+
+def check_failed_build_leaves_nothing(strategy: ResetStrategy, probe: Probe) -> None:
+    key = _key()
+
+    def broken(world: World) -> None:
+        probe.build(world)
+        raise RuntimeError("builder failed half-way")
+
+    try:
+        strategy.capture(key, broken)
+    except (ResetError, RuntimeError):
+        pass
+    else:
+        raise AssertionError("a failing builder must make capture raise")
+    assert not strategy.has(key), "a failed build must leave no golden behind"
+
+
+def check_capture_from_live_world(strategy: ResetStrategy, probe: Probe) -> None:
+    key, fork = _key(), _key()
+    strategy.capture(key, probe.build)
+    live = strategy.restore(key)
+    try:
+        probe.mutate(live)
+        changed = probe.read(live)
+        strategy.capture(fork, live)
+        copy = strategy.restore(fork)
+        try:
+            assert probe.read(copy) == changed, "a capture of a live world must copy its current state"
+        finally:
+            strategy.discard(copy)
+    finally:
+        strategy.discard(live)
+        strategy.drop(fork)
+        strategy.drop(key)
+
+
+def check_discard_is_idempotent(strategy: ResetStrategy, probe: Probe) -> None:
+    key = _key()
+    strategy.capture(key, probe.build)
+    world = strategy.restore(key)
+    strategy.discard(world)
+    strategy.discard(world)
+    strategy.drop(key)
+    assert not strategy.has(key), "drop(key) must forget the golden"
+
+
+STRATEGY_CHECKS: list[Callable[[ResetStrategy, Probe], None]] = [
+    check_restore_unknown_key_fails,
+    check_copies_are_isolated,
+    check_failed_build_leaves_nothing,
+    check_capture_from_live_world,
+    check_discard_is_idempotent,
+]

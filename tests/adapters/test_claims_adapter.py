@@ -1,0 +1,133 @@
+"""The claims adapter end to end on real PostgreSQL: digests, tasks, bad input, forks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import statekit
+from adapters.claims_app import ClaimsAdapter
+from statekit.errors import ConfigError, SpecError
+from statekit.postgres import PostgresServer
+from statekit.testing import check_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "statekit.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def env(pg_url: str) -> Iterator[statekit.Environment]:
+    with statekit.make("claims_app", db_url=pg_url) as made:
+        yield made
+
+
+def test_digest_is_the_same_from_two_fresh_processes_and_differs_by_seed(tmp_path: Path) -> None:
+    """Each process starts its own embedded cluster and builds seed 7's world from nothing."""
+    runs = [
+        _cli("digest", "claims_app", "--seed", "7", "--json", env={"STATEKIT_HOME": str(tmp_path / h)})
+        for h in "ab"
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first == second
+    assert first["format"] == 1 and len(first["digest"]) == 64
+    assert first["tables"]["claims"]["rows"] > 100
+    other = _cli("digest", "claims_app", "--seed", "8", "--json", env={"STATEKIT_HOME": str(tmp_path / "a")})
+    assert json.loads(other.stdout)["digest"] != first["digest"]
+
+
+def test_a_new_model_column_makes_check_fail_naming_it(pg_url: str) -> None:
+    run = _cli("check", "tests.adapters.new_column:ClaimsWithRiskBand", "--json", "--db-url", pg_url)
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert report["coverage"] is False
+    assert any("claims.risk_band" in problem for problem in report["problems"])
+
+
+@pytest.mark.parametrize("kind", ClaimsAdapter(scale=1).task_kinds())
+def test_every_task_kind_is_valid(env: statekit.Environment, kind: str) -> None:
+    assert check_task(env, kind, seed=11, repeats=2) is None
+
+
+def test_tools_reach_the_app_and_errors_are_observations(env: statekit.Environment) -> None:
+    _, info = env.reset(seed=7)
+    listed, *_ = env.step({"tool": "list_claims", "status": "submitted", "limit": 3})
+    assert listed["status"] == 200 and len(listed["body"]["items"]) == 3
+    missing, reward, *_ = env.step({"tool": "get_claim", "reference": "CLM-999999"})
+    assert missing["status"] == 404 and missing["body"]["error"]["code"] and reward == 0.0
+    bad, *_ = env.step({"tool": "get_claim", "reference": "'; DROP TABLE claims; --"})
+    assert bad["error"]["code"] == "invalid_arguments" and "reference" in bad["error"]["message"]
+    unknown, *_ = env.step({"tool": "delete_everything"})
+    assert unknown["error"]["code"] == "unknown_tool"
+    assert env.state().digest == info["digest"], "reads and rejected actions change nothing"
+
+
+def test_hidden_facts_are_not_in_observations_or_info(env: statekit.Environment) -> None:
+    obs, info = env.reset(seed=11, options={"task": "deny_duplicate"})
+    facts = env.task.facts  # type: ignore[attr-defined]
+    assert facts["reference"] not in json.dumps(obs) + json.dumps(info)
+
+
+def test_snapshot_and_restore_fork_the_database(env: statekit.Environment) -> None:
+    env.reset(seed=9, options={"task": "triage_overdue"})
+    script = env.adapter.reference_actions(env.task)
+    env.step(script[0])
+    fork = env.snapshot()
+    at_fork = env.state()
+    after_note = env.step(script[1])
+    env.restore(fork)
+    assert env.state().digest == at_fork.digest
+    assert env.state().step_count == at_fork.step_count
+    assert env.step(script[1])[:4] == after_note[:4]
+
+
+def test_failed_resets_leave_no_database_behind(
+    env: statekit.Environment, pg_cluster: PostgresServer
+) -> None:
+    before = pg_cluster.databases("skclaims_e_")
+    with pytest.raises(ConfigError, match="unknown task kind 'nope'"):
+        env.reset(seed=7, options={"task": "nope"})
+    assert pg_cluster.databases("skclaims_e_") == before or len(pg_cluster.databases("skclaims_e_")) < len(
+        before
+    )
+
+
+def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> None:
+    run = _cli("digest", "no_such_adapter", "--seed", "1")
+    assert run.returncode == 2 and "unknown adapter 'no_such_adapter'" in run.stderr
+
+    class BadSpec(ClaimsAdapter):
+        pass
+
+    broken = tmp_path / "claims.toml"
+    broken.write_text("format = 1\n[tables.claims]\nkey = ['reference']\ninclude = ['reference', 'colour']\n")
+    import adapters.claims_app as module
+
+    original = module.SPEC_PATH
+    module.SPEC_PATH = broken
+    try:
+        adapter = BadSpec()
+    finally:
+        module.SPEC_PATH = original
+    with (
+        statekit.make(adapter, db_url=pg_url) as bad_env,
+        pytest.raises(SpecError, match=r"lacks: claims.colour"),
+    ):
+        bad_env.reset(seed=7)

@@ -1,0 +1,163 @@
+"""The digest spec, canonical form, coverage check and digest sensitivity on real PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from statekit.digest.canonical import canonical_json, canonical_value
+from statekit.digest.postgres import postgres_digest
+from statekit.digest.spec import DigestSpec
+from statekit.errors import CoverageError, SpecError
+from statekit.postgres.server import to_conninfo
+
+SPEC = {
+    "format": 1,
+    "tables": {
+        "items": {
+            "key": ["name"],
+            "include": ["name", "price", "tags"],
+            "exclude": {"id": "surrogate key", "touched_at": "audit timestamp"},
+            "canonical": {"tags": "sorted"},
+        }
+    },
+    "ignored_tables": {"sessions": "login rows"},
+}
+
+
+def _db(url: str, *statements: str) -> None:
+    with psycopg.connect(to_conninfo(url), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+@pytest.fixture
+def items_db(fresh_db_url: str) -> str:
+    _db(
+        fresh_db_url,
+        "CREATE TABLE items (id serial PRIMARY KEY, name text, price numeric(8,2), tags text[],"
+        " touched_at timestamptz DEFAULT now())",
+        "CREATE TABLE sessions (token text PRIMARY KEY)",
+        "INSERT INTO items (name, price, tags) VALUES ('b', 2.50, '{y,x}'), ('a', 1.00, '{z}')",
+        "INSERT INTO sessions VALUES ('t1')",
+    )
+    return fresh_db_url
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format": 2}, "`format` must be 1"),
+        ({"tables": {}}, "`[tables.NAME]` sections are required"),
+        ({"ignored_tables": {"sessions": ""}}, "maps each table to a non-empty reason"),
+        (
+            {"tables": {"items": {**SPEC["tables"]["items"], "include": []}}},
+            "tables.items.include must be a non-empty list",
+        ),
+        (
+            {"tables": {"items": {**SPEC["tables"]["items"], "exclude": {"id": ""}}}},
+            "tables.items.exclude maps each column to a non-empty reason",
+        ),
+        (
+            {"tables": {"items": {**SPEC["tables"]["items"], "include": ["name", "id"]}}},
+            "both included and excluded",
+        ),
+        (
+            {"tables": {"items": {**SPEC["tables"]["items"], "canonical": {"price": "float"}}}},
+            "unknown canonicaliser 'float'",
+        ),
+        ({"tables": {"items": {**SPEC["tables"]["items"], "colour": 1}}}, "unknown field(s) ['colour']"),
+    ],
+)
+def test_malformed_specs_name_the_problem(change: dict, message: str) -> None:
+    with pytest.raises(SpecError) as err:
+        DigestSpec.from_dict({**SPEC, **change}, source="spec.toml")
+    assert message in str(err.value) and str(err.value).startswith("spec.toml: ")
+
+
+def test_missing_and_invalid_spec_files(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="digest spec not found"):
+        DigestSpec.load(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("format = = 1")
+    with pytest.raises(SpecError, match="is not valid TOML"):
+        DigestSpec.load(bad)
+
+
+def test_canonical_values() -> None:
+    assert canonical_value(Decimal("25.50")) == "25.50"
+    tz = timezone(timedelta(hours=2))
+    assert canonical_value(datetime(2025, 1, 1, 12, tzinfo=tz)) == "2025-01-01T10:00:00Z"
+    assert canonical_value(["b", "a"], "sorted") == ["a", "b"]
+    assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == '{"a":[1,{"c":3,"d":2}],"b":1}'
+    with pytest.raises(SpecError, match=r"items.price: float value 1.5 in digested state"):
+        canonical_value(1.5, where="items.price")
+
+
+def test_digest_is_stable_and_blind_to_excluded_columns(items_db: str) -> None:
+    spec = DigestSpec.from_dict(SPEC)
+    first = postgres_digest(to_conninfo(items_db), spec)
+    _db(
+        items_db,
+        "UPDATE items SET touched_at = now() + interval '1 day'",
+        "INSERT INTO sessions VALUES ('t2')",
+    )
+    again = postgres_digest(to_conninfo(items_db), spec)
+    assert first == again
+    assert first.tables["items"].rows == 2
+    assert first.as_dict()["format"] == 1
+
+
+def test_digest_ignores_insertion_order_and_set_order(items_db: str) -> None:
+    spec = DigestSpec.from_dict(SPEC)
+    before = postgres_digest(to_conninfo(items_db), spec)
+    _db(
+        items_db,
+        "DELETE FROM items",
+        "INSERT INTO items (name, price, tags) VALUES ('a', 1.00, '{z}'), ('b', 2.50, '{x,y}')",
+    )
+    assert postgres_digest(to_conninfo(items_db), spec).digest == before.digest
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE items SET price = 2.51 WHERE name = 'b'",
+        "INSERT INTO items (name, price, tags) VALUES ('c', 0, '{}')",
+        "DELETE FROM items WHERE name = 'a'",
+        "UPDATE items SET tags = '{x}' WHERE name = 'b'",
+    ],
+)
+def test_digest_sees_every_included_change(items_db: str, statement: str) -> None:
+    spec = DigestSpec.from_dict(SPEC)
+    before = postgres_digest(to_conninfo(items_db), spec)
+    _db(items_db, statement)
+    after = postgres_digest(to_conninfo(items_db), spec)
+    assert before.digest != after.digest
+    assert before.tables["items"] != after.tables["items"]
+
+
+def test_coverage_names_new_columns_and_tables(items_db: str) -> None:
+    spec = DigestSpec.from_dict(SPEC)
+    _db(items_db, "ALTER TABLE items ADD COLUMN colour text", "CREATE TABLE extras (x int)")
+    with pytest.raises(CoverageError) as err:
+        postgres_digest(to_conninfo(items_db), spec)
+    assert err.value.missing == ["extras.x", "items.colour"]
+    assert "items.colour" in str(err.value) and "`exclude` with a reason" in str(err.value)
+
+
+def test_spec_naming_what_the_schema_lacks_is_an_error(items_db: str) -> None:
+    raw = {
+        **SPEC,
+        "tables": {"items": {**SPEC["tables"]["items"], "include": ["name", "price", "tags", "weight"]}},
+    }
+    with pytest.raises(SpecError, match=r"lacks: items.weight"):
+        postgres_digest(to_conninfo(items_db), DigestSpec.from_dict(raw))
+
+
+def test_timestamps_canonicalise_to_utc(items_db: str) -> None:
+    assert canonical_value(datetime(2025, 5, 1, tzinfo=UTC)) == "2025-05-01T00:00:00Z"

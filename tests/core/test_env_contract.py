@@ -1,0 +1,142 @@
+"""The environment contract on the in-memory strategy (fast) with the ledger adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import statekit
+from statekit.errors import ConfigError, ResetNeeded
+from statekit.testing import check_env, rollout
+from statekit.testing.ledger import LedgerAdapter
+
+
+@pytest.fixture
+def env() -> Iterator[statekit.Environment]:
+    with statekit.make(LedgerAdapter) as made:
+        yield made
+
+
+def test_step_before_reset_is_a_clear_error(env: statekit.Environment) -> None:
+    with pytest.raises(ResetNeeded, match=r"call reset\(seed=\.\.\.\) first"):
+        env.step({"tool": "balances"})
+    with pytest.raises(ResetNeeded):
+        env.state()
+
+
+def test_reset_returns_observation_and_info(env: statekit.Environment) -> None:
+    obs, info = env.reset(seed=3)
+    assert "Move" in obs["task"]
+    assert info["seed"] == 3 and info["task_kind"] == "transfer"
+    assert len(info["digest"]) == 64 and info["clock"].endswith("Z")
+    assert [t["name"] for t in env.tools] == ["balances", "transfer", "submit"]
+    assert env.state().step_count == 0
+
+
+@pytest.mark.parametrize(
+    ("action", "code"),
+    [
+        ("transfer", "malformed_action"),
+        ({"name": "balances"}, "malformed_action"),
+        ({"tool": "rm -rf"}, "unknown_tool"),
+        ({"tool": "transfer", "source": 1}, "invalid_arguments"),
+        ({"tool": "transfer", "source": "a", "target": "b", "cents": -5}, "invalid_arguments"),
+        ({"tool": "balances", "extra": True}, "invalid_arguments"),
+    ],
+)
+def test_bad_actions_become_error_observations(env: statekit.Environment, action: object, code: str) -> None:
+    _, info = env.reset(seed=1)
+    obs, reward, terminated, truncated, _ = env.step(action)
+    assert obs["error"]["code"] == code
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert env.state().digest == info["digest"], "a rejected action must change nothing"
+
+
+def test_submit_terminates_and_the_step_cap_truncates(env: statekit.Environment) -> None:
+    env.reset(seed=2, options={"max_steps": 3})
+    results = [env.step({"tool": "balances"}) for _ in range(3)]
+    assert [r[2:4] for r in results] == [(False, False), (False, False), (False, True)]
+    with pytest.raises(ResetNeeded, match="has ended"):
+        env.step({"tool": "balances"})
+    env.reset(seed=2)
+    _, reward, terminated, truncated, _ = env.step({"tool": "submit"})
+    assert (reward, terminated, truncated) == (0.0, True, False)
+
+
+def test_reference_scores_one_and_clock_advances(env: statekit.Environment) -> None:
+    _, info = env.reset(seed=4)
+    script = env.adapter.reference_actions(env.task)
+    rewards = [env.step(a)[1] for a in script]
+    assert rewards[-1] == 1.0
+    assert env.state().clock > info["clock"]
+
+
+def test_snapshot_restore_forks_the_world(env: statekit.Environment) -> None:
+    env.reset(seed=5)
+    script = env.adapter.reference_actions(env.task)
+    fork = env.snapshot()
+    before = env.state()
+    first = env.step(script[0])
+    env.restore(fork)
+    assert env.state().digest == before.digest and env.state().clock == before.clock
+    again = env.step(script[0])
+    assert again[:4] == first[:4], "the same action from the same fork gives the same result"
+    assert again[4]["step"] == first[4]["step"]
+
+
+def test_seeds_give_different_worlds_and_same_seed_same_world(env: statekit.Environment) -> None:
+    a = rollout(env, seed=7, actions=[{"tool": "balances"}])
+    b = rollout(env, seed=7, actions=[{"tool": "balances"}])
+    c = rollout(env, seed=8, actions=[{"tool": "balances"}])
+    assert a == b
+    assert a.state_digest != c.state_digest
+
+
+def test_checker_passes_a_good_env(env: statekit.Environment) -> None:
+    report = check_env(env, repeats=2, task_repeats=2)
+    assert report.ok, report.problems
+
+
+class SeedIgnoringLedger(LedgerAdapter):
+    """A deliberately broken adapter: every seed builds the same world."""
+
+    def build_world(self, world: statekit.World, seed: int) -> None:
+        world.handle.update(accounts={"alice": 5000, "bob": 5000}, journal=[])
+
+    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
+        return super().start_episode(world, seed=0, options=options, task=task)
+
+
+class ClockLeakingLedger(LedgerAdapter):
+    """A deliberately broken adapter: its observation reads a clock statekit does not control."""
+
+    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
+        import time
+
+        episode = super().start_episode(world, seed=seed, options=options, task=task)
+        episode.observe = lambda: {"task": episode.task.prompt, "t": time.perf_counter_ns()}  # type: ignore[method-assign]
+        return episode
+
+
+def test_checker_names_an_ignored_seed() -> None:
+    with statekit.make(SeedIgnoringLedger) as env:
+        report = check_env(env, repeats=2, task_repeats=1, script=[{"tool": "balances"}])
+    assert not report.seeds_differ
+    assert any(p.startswith("seeds_differ: seeds [7, 8] give equal digests") for p in report.problems)
+
+
+def test_checker_shows_the_first_differing_observation() -> None:
+    with statekit.make(ClockLeakingLedger) as env:
+        report = check_env(env, repeats=2, task_repeats=1)
+    assert not report.deterministic
+    assert any("observation 0 differs" in p for p in report.problems)
+
+
+def test_unknown_adapter_and_strategy_are_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown adapter 'nope': registered adapters are"):
+        statekit.make("nope")
+    with pytest.raises(ConfigError, match=r"cannot import adapter module 'no_such_pkg.mod'"):
+        statekit.make("no_such_pkg.mod:Thing")
+    with pytest.raises(ConfigError, match="offers strategies \\['memory'\\], not 'container'"):
+        statekit.make(LedgerAdapter, strategy="container")
