@@ -3,7 +3,8 @@
 #  - Python deps into .venv;
 #  - PostgreSQL: nothing to do here, the tests start private throwaway clusters themselves
 #    (system binaries if present, else the pgserver wheel's);
-#  - as root on Debian: the Docker engine (started in the background) and the local base image.
+#  - as root on Debian: the Docker engine (started in the background) and the local base image;
+#    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems.
 # In CI (CI=true) a missing component is a failure, never a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,10 @@ bash scripts/venv.sh dev
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   bash scripts/docker-engine.sh
   bash scripts/build-base-image.sh
+  if ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.xfs >/dev/null \
+    || ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.btrfs >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs btrfs-progs
+  fi
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs root on Debian to install the Docker engine and build the base image" >&2
   exit 1

@@ -19,6 +19,8 @@ from statekit.errors import (
 )
 from statekit.registry import resolve_adapter
 from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.composite import Composite
+from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.prewarmed import Prewarmed
 
 
@@ -29,6 +31,7 @@ def make(
     db_url: str | None = None,
     prewarm: int = 0,
     max_steps: int | None = None,
+    disable_controls: tuple[str, ...] = (),
     **adapter_options: Any,
 ) -> Environment:
     """A ready environment, like ``gymnasium.make``.
@@ -37,6 +40,7 @@ def make(
     instance. ``strategy`` picks one of the adapter's reset strategies (its first by default).
     ``db_url`` points database strategies at a server; without it statekit starts its embedded one.
     ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
+    ``disable_controls`` switches determinism controls off, only to prove they matter.
     """
     resolved = resolve_adapter(adapter, **adapter_options)
     name = strategy or resolved.strategies[0]
@@ -52,14 +56,21 @@ def make(
         raise
     if prewarm:
         chosen = Prewarmed(chosen, depth=prewarm)
-    return Environment(resolved, chosen, max_steps=max_steps)
+    try:
+        return Environment(resolved, chosen, max_steps=max_steps, disable_controls=tuple(disable_controls))
+    except BaseException:
+        chosen.close()
+        resolved.close()
+        raise
 
 
 __all__ = [
     "ActionError",
     "Adapter",
+    "Composite",
     "ConfigError",
     "CoverageError",
+    "CowFilesystem",
     "Environment",
     "Episode",
     "Outcome",
@@ -76,4 +87,5 @@ __all__ = [
     "Tool",
     "World",
     "make",
+    "resolve_adapter",
 ]

@@ -8,11 +8,14 @@ statekit supplies the rest: reset strategies, the snapshot cache, determinism co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
+from statekit.errors import ConfigError
 from statekit.strategies.base import ResetStrategy, World
 
 
@@ -22,6 +25,8 @@ class Outcome:
 
     observation: JSON
     done: bool = False
+    advance: timedelta | None = None
+    """How far the virtual clock moves for this step (default: the adapter's ``tick_seconds``)."""
 
 
 class Episode(ABC):
@@ -55,6 +60,10 @@ class Adapter(ABC):
     name: str = "adapter"
     strategies: tuple[str, ...] = ("template",)
     tick_seconds: int = 60
+    controls: tuple[str, ...] = ()
+    """Determinism controls the adapter wires itself (e.g. "jobs", "outbound"), besides clock and ids."""
+    disabled_controls: frozenset[str] = frozenset()
+    """Set by the Environment; only the control-removal checks ever disable one."""
 
     @abstractmethod
     def fingerprint(self) -> dict[str, str]:
@@ -89,6 +98,28 @@ class Adapter(ABC):
     def check_schema(self, world: World) -> list[str]:
         """Problems with the digest spec's coverage of ``world`` (``table.column`` names)."""
         return []
+
+    def declared_tools(self) -> list[Tool]:
+        """The tools every episode offers, known without building a world (the harness's ``/schema``).
+
+        Empty means "only an episode knows"; the harness then describes actions generically.
+        """
+        return []
+
+    def observation_schema(self) -> dict[str, JSON]:
+        """A JSON Schema for what ``reset`` and ``step`` observe (the harness's ``/schema``).
+
+        The default promises only JSON; statekit's own error observations are added by the harness.
+        """
+        return {"description": f"an observation of {self.name}: any JSON value"}
+
+    probe_tasks: dict[str, str] = {}
+    """Per control, a task kind whose reference script exercises it (the control checks replay it)."""
+
+    def live_services(self) -> AbstractContextManager[dict[str, Any]]:
+        """For adapters that replay outbound traffic: start the real services and yield the adapter
+        options that point the application at them (recording and the outbound-control check)."""
+        raise ConfigError(f"adapter {self.name!r} talks to no outside services")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release adapter-wide resources (servers started for it). Safe to call twice."""

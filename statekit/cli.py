@@ -11,6 +11,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from rich.console import Console
@@ -19,7 +20,7 @@ from rich.table import Table
 import statekit
 from statekit.digest.canonical import canonical_json
 from statekit.errors import StatekitError
-from statekit.testing import check_env, first_difference, reference_script, rollout
+from statekit.testing import check_controls, check_env, first_difference, reference_script, rollout
 
 console = Console()
 
@@ -42,16 +43,71 @@ def cmd_digest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed_list(text: str) -> list[int]:
+    """``"0-15"`` or ``"7,8,11"`` (or a mix) to a sorted list of seeds."""
+    seeds: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        seeds.update(range(int(low), int(high or low) + 1))
+    return sorted(seeds)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    """Re-record outbound traffic: every task kind's reference script for every seed, live vendors."""
+    probe = statekit.resolve_adapter(args.adapter)
+    try:
+        with probe.live_services() as options:
+            env = statekit.make(
+                args.adapter, strategy=args.strategy, db_url=args.db_url, record=True, **options
+            )
+            with env:
+                for seed in _seed_list(args.seeds):
+                    cassette = getattr(env.adapter, "cassette", None)
+                    if args.fresh and cassette is not None:
+                        cassette(seed).unlink(missing_ok=True)
+                    for kind in env.adapter.task_kinds():
+                        try:
+                            env.reset(seed=seed, options={"task": kind})
+                        except statekit.ConfigError:
+                            continue  # this seed's world has no claim fit for that task
+                        for action in env.adapter.reference_actions(env.task):
+                            env.step(action)
+                    console.print(f"seed {seed}: recorded")
+    finally:
+        probe.close()
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     with _env(args) as env:
         report = check_env(env, seeds=seeds, repeats=args.repeats, task_repeats=args.task_repeats)
+    if report.coverage and not args.skip_controls:
+        probe = statekit.resolve_adapter(args.adapter)
+        try:
+            with ExitStack() as stack:
+                live: dict[str, Any] = {}
+                if "outbound" in probe.controls:
+                    live = stack.enter_context(probe.live_services())
+
+                def make_env(disabled: tuple[str, ...]) -> statekit.Environment:
+                    options = live if "outbound" in disabled else {}
+                    return _env(args, disable_controls=disabled, **options)
+
+                for name, problem in check_controls(make_env, seed=seeds[0]).items():
+                    report.controls[name] = problem is None
+                    if problem:
+                        report.problems.append(f"controls.{name}: {problem}")
+        finally:
+            probe.close()
     if args.json:
         print(json.dumps(report.as_dict(), sort_keys=True))
     else:
-        for name in ("deterministic", "seeds_differ", "reset_restores_initial", "coverage", "tasks_valid"):
-            mark = "[green]ok[/]" if getattr(report, name) else "[red]FAIL[/]"
-            console.print(f"{name:<24} {mark}")
+        names = ["deterministic", "seeds_differ", "reset_restores_initial", "coverage", "tasks_valid"]
+        verdicts = {name: getattr(report, name) for name in names}
+        verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
+        for name, ok in verdicts.items():
+            console.print(f"{name:<24} {'[green]ok[/]' if ok else '[red]FAIL[/]'}")
         for problem in report.problems:
             console.print(f"  [red]-[/] {problem}")
     return 0 if report.ok else 1
@@ -118,6 +174,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok_same and differ else 1
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the adapter over HTTP (and OpenEnv's WebSocket protocol) until interrupted."""
+    import os
+
+    from statekit.harness import HarnessConfig, serve  # only the serve command needs the web stack
+
+    config = HarnessConfig(
+        args.adapter,
+        strategy=args.strategy,
+        db_url=args.db_url,
+        token=args.token or os.environ.get("STATEKIT_TOKEN") or None,
+        max_sessions=args.max_sessions,
+        idle_timeout=args.idle_timeout,
+    )
+    serve(config, host=args.host, port=args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statekit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,13 +215,29 @@ def build_parser() -> argparse.ArgumentParser:
     digest.add_argument("--json", action="store_true")
     digest.set_defaults(func=cmd_digest)
 
+    record = sub.add_parser("record", help="re-record outbound traffic into the adapter's cassettes")
+    common(record)
+    record.add_argument("--seeds", default="0-15", help="e.g. 0-15 or 7,8,11")
+    record.add_argument("--no-fresh", dest="fresh", action="store_false", help="append instead of replacing")
+    record.set_defaults(func=cmd_record)
+
     check = sub.add_parser("check", help="run the determinism checker")
     common(check)
     check.add_argument("--seeds", default="7,8")
     check.add_argument("--repeats", type=int, default=3)
     check.add_argument("--task-repeats", type=int, default=5)
     check.add_argument("--json", action="store_true")
+    check.add_argument("--skip-controls", action="store_true", help="skip the control-removal checks")
     check.set_defaults(func=cmd_check)
+
+    serve = sub.add_parser("serve", help="serve an environment over HTTP, OpenEnv's protocol and Gymnasium")
+    common(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8000, help="0 lets the system choose (the URL is printed)")
+    serve.add_argument("--token", default=None, help="require this bearer token (or set $STATEKIT_TOKEN)")
+    serve.add_argument("--max-sessions", type=int, default=8, help="open sessions at most; more get HTTP 429")
+    serve.add_argument("--idle-timeout", type=float, default=600.0, help="close after N idle s; 0: never")
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, State, StepResult, Task
-from statekit.determinism.controls import Controls, ControlsState
+from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
-from statekit.errors import ActionError, ResetNeeded, StatekitError
+from statekit.errors import ActionError, ConfigError, ResetNeeded, StatekitError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.tools import parse_action
 
@@ -44,10 +44,23 @@ class Environment:
     Construct it with ``statekit.make``; it owns its strategy (and closes it).
     """
 
-    def __init__(self, adapter: Adapter, strategy: ResetStrategy, *, max_steps: int | None = None) -> None:
+    def __init__(
+        self,
+        adapter: Adapter,
+        strategy: ResetStrategy,
+        *,
+        max_steps: int | None = None,
+        disable_controls: tuple[str, ...] = (),
+    ) -> None:
+        known = (*CORE_CONTROLS, *adapter.controls)
+        unknown = sorted(set(disable_controls) - set(known))
+        if unknown:
+            raise ConfigError(f"unknown determinism control(s) {unknown}; this environment has {list(known)}")
         self.adapter = adapter
         self.strategy = strategy
         self.max_steps_override = max_steps
+        self.disabled_controls = frozenset(disable_controls)
+        adapter.disabled_controls = self.disabled_controls
         self._fingerprint = adapter.fingerprint()
         self._episode: Episode | None = None
         self._world: World | None = None
@@ -83,7 +96,8 @@ class Environment:
         options = dict(options or {})
         self._end_episode()
         key = self._ensure_golden(seed)
-        return self._begin(key, seed, options, task=None, controls=Controls(seed, start_offset=EPISODE_START))
+        controls = Controls(seed, start_offset=EPISODE_START, disabled=self.disabled_controls)
+        return self._begin(key, seed, options, task=None, controls=controls)
 
     def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]:
         """Apply one action. Bad actions become error observations with reward 0."""
@@ -101,7 +115,8 @@ class Environment:
         else:
             with self._controls.active():
                 outcome = episode.call(tool.name, arguments)
-                self._controls.clock.advance(timedelta(seconds=self.adapter.tick_seconds))
+            tick = outcome.advance or timedelta(seconds=self.adapter.tick_seconds)
+            self._controls.clock.advance(tick)
         terminated = outcome.done
         reward = self._score() if terminated else 0.0
         truncated = not terminated and self._step_count >= self._max_steps(episode)
@@ -158,7 +173,7 @@ class Environment:
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
         self._end_episode()
-        controls = Controls(snap.seed)
+        controls = Controls(snap.seed, disabled=self.disabled_controls)
         controls.load(snap.controls)
         obs, info = self._begin(snap.key, snap.seed, snap.options, task=snap.task, controls=controls)
         self._step_count = snap.step_count
@@ -204,7 +219,7 @@ class Environment:
     ) -> tuple[JSON, dict]:
         world = self.strategy.restore(key)
         try:
-            with controls.active():
+            with controls.active(all_on=True):
                 episode = self.adapter.start_episode(world, seed=seed, options=options, task=task)
                 observation = episode.observe()
         except BaseException:

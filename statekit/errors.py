@@ -7,7 +7,8 @@ StatekitError
 ├── ResetError           a reset strategy could not build or restore a world
 ├── ResetNeeded          step()/state() called before reset()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
-└── ReplayMissError      an outbound request that no cassette recorded
+├── ReplayMissError      an outbound request that no cassette recorded
+└── RemoteError          a statekit harness answered a client's call with an error
 """
 
 from __future__ import annotations
@@ -55,3 +56,12 @@ class ActionError(StatekitError):
 
 class ReplayMissError(StatekitError):
     """An outbound request that no cassette recorded; no packet left the process."""
+
+
+class RemoteError(StatekitError):
+    """A harness (``statekit serve``) answered with an error; ``status`` and ``code`` say which."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        self.status = status
+        self.code = code
+        super().__init__(f"{message} (HTTP {status}, {code})" if status else f"{message} ({code})")

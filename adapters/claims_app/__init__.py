@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +24,16 @@ from sqlalchemy.orm import Session, sessionmaker
 import examples.claims_app as app_pkg
 from adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
 from adapters.claims_app.tools import TOOLS, to_request
+from adapters.claims_app.vendors import live_vendors
 from examples.claims_app import fixtures, services
 from examples.claims_app.api import create_app
 from examples.claims_app.config import Settings
 from examples.claims_app.db import create_schema, make_engine, make_session_factory
 from examples.claims_app.models import Adjuster, AuthSession
-from examples.claims_app.vendors.app import create_vendor_app
-from examples.claims_app.worker import Worker
+from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import JSON, Task
+from statekit.contract import JSON, Task, Tool
+from statekit.determinism.replay import CANONICAL_BASE, Replay
 from statekit.digest.compute import Digest
 from statekit.digest.coverage import coverage_problems, live_columns
 from statekit.digest.postgres import connect, postgres_digest
@@ -37,12 +41,13 @@ from statekit.digest.spec import DigestSpec
 from statekit.errors import ConfigError
 from statekit.postgres import ServerLease
 from statekit.postgres.server import to_conninfo
-from statekit.servers import ThreadedServer
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.pg_template import PostgresTemplate
 
-BUILDER_VERSION = "1"
-SPEC_PATH = Path(__file__).resolve().parents[2] / "digests" / "claims_app.toml"
+BUILDER_VERSION = "2"
+ROOT = Path(__file__).resolve().parents[2]
+SPEC_PATH = ROOT / "digests" / "claims_app.toml"
+CASSETTE_DIR = ROOT / "replay_cassettes" / "claims_app"
 _APP_DIR = Path(app_pkg.__file__).parent
 
 
@@ -55,17 +60,31 @@ def _fixture_hash() -> str:
 
 
 class ClaimsEpisode(Episode):
-    """The claims API wired to one restored database, logged in as the agent's adjuster."""
+    """The claims API wired to one restored database, logged in as the agent's adjuster.
+
+    Determinism controls wired here: background jobs are drained after each tool call (or, with the
+    "jobs" control off, run by the app's own polling worker thread), and outbound calls are answered
+    from the seed's cassette (or, with "outbound" off, sent to live vendors).
+    """
 
     task: ClaimsTask
 
-    def __init__(self, settings: Settings, task: ClaimsTask, token: str) -> None:
+    def __init__(
+        self, settings: Settings, task: ClaimsTask, token: str, *, replay: Replay | None, drain_jobs: bool
+    ) -> None:
         self.settings = settings
         self.task = task
         self.tools = TOOLS
+        self.replay = replay
         self.engine: Engine = make_engine(settings.db_url)
         self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
         self.worker = Worker(self.sessions, settings)
+        self._stack = ExitStack()
+        self.background: RunningWorker | None = None
+        if not drain_jobs:  # the app's own polling worker; it calls vendors between steps, so replay stays on
+            if replay is not None:
+                self._stack.enter_context(replay.session())
+            self.background = start_in_thread(self.sessions, settings)
         self.client = TestClient(
             create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
         )
@@ -77,14 +96,35 @@ class ClaimsEpisode(Episode):
     def call(self, tool: str, arguments: dict[str, JSON]) -> Outcome:
         if tool == "submit":
             return Outcome({"submitted": True}, done=True)
+        with self.replay.session() if self.replay and not self.background else nullcontext():
+            if tool == "wait":
+                hours = int(str(arguments["hours"]))
+                observation: JSON = {"waited_hours": hours}
+                advance: timedelta | None = timedelta(hours=hours)
+            else:
+                observation, advance = self._request(tool, arguments), None
+            if self.background is None:
+                self.worker.run_pending()  # jobs advance inside step, never between steps
+        misses = self.replay.take_misses() if self.replay else []
+        if misses:
+            observation = {
+                "error": {
+                    "code": "replay_miss",
+                    "message": misses[0].message(),
+                    "requests": [f"{m.method} {m.uri}" for m in misses],
+                },
+                "response": observation,
+            }
+        return Outcome(observation, advance=advance)
+
+    def _request(self, tool: str, arguments: dict[str, JSON]) -> JSON:
         method, path, params, body = to_request(tool, arguments)
         response = self.client.request(method, path, params=params, json=body)
         try:
             payload: JSON = response.json()
         except ValueError:
             payload = {"error": {"code": "non_json_response", "message": response.text[:500]}}
-        self.worker.run_pending()  # background jobs advance inside step, never between steps
-        return Outcome({"status": response.status_code, "body": payload})
+        return {"status": response.status_code, "body": payload}
 
     def score(self) -> float:
         with self.sessions() as session:
@@ -94,23 +134,50 @@ class ClaimsEpisode(Episode):
         self.engine.dispose()
 
     def close(self) -> None:
+        if self.background is not None:
+            self.background.stop()
+            self.background = None
+        self._stack.close()
         self.client.close()
         self.engine.dispose()
         shutil.rmtree(self.settings.upload_dir, ignore_errors=True)
 
 
 class ClaimsAdapter(Adapter):
-    """``statekit.make("claims_app", scale=1)``: scale 1 is ~10 MB of claims data per world."""
+    """``statekit.make("claims_app", scale=1)``: scale 1 is ~9 MB per world (mostly PostgreSQL's own).
+
+    Outbound calls replay ``replay_cassettes/claims_app/seed-N.yaml``. ``record=True`` (with live
+    vendors at ``vendors_url``) records new interactions into those cassettes instead;
+    ``statekit record claims_app`` does that for a range of seeds.
+    """
 
     name = "claims_app"
     strategies = ("template",)
+    controls = ("jobs", "outbound")
+    probe_tasks = {  # filing a claim makes new ids, a fraud job and two vendor calls; triage writes times
+        "clock": "triage_overdue",
+        "ids": "file_new_claim",
+        "jobs": "file_new_claim",
+        "outbound": "file_new_claim",
+    }
 
-    def __init__(self, scale: int = 1) -> None:
+    def __init__(
+        self,
+        scale: int = 1,
+        *,
+        vendors_url: str | None = None,
+        record: bool = False,
+        cassette_dir: str | Path | None = None,
+    ) -> None:
         if scale < 1:
             raise ConfigError("scale must be at least 1")
+        if record and not vendors_url:
+            raise ConfigError("record=True needs vendors_url: the live vendors to record from")
         self.scale = scale
+        self.vendors_url = vendors_url.rstrip("/") if vendors_url else None
+        self.record = record
+        self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
         self.spec = DigestSpec.load(SPEC_PATH)
-        self._vendors: ThreadedServer | None = None
 
     def fingerprint(self) -> dict[str, str]:
         return {
@@ -126,17 +193,27 @@ class ClaimsAdapter(Adapter):
         lease = ServerLease(options.get("db_url"))
         return PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
 
-    def _settings(self, db_url: str, upload_dir: Path) -> Settings:
-        if self._vendors is None:
-            self._vendors = ThreadedServer(create_vendor_app()).start()
-        base = self._vendors.url
-        return Settings(
-            db_url=db_url,
-            upload_dir=upload_dir,
-            fraud_url=f"{base}/fraud",
-            payment_url=f"{base}/payments",
-            address_url=f"{base}/address",
-        )
+    @contextmanager
+    def live_services(self) -> Iterator[dict[str, Any]]:
+        """The vendor stubs, live, in their own process."""
+        with live_vendors() as url:
+            yield {"scale": self.scale, "vendors_url": url, "cassette_dir": str(self.cassette_dir)}
+
+    def cassette(self, seed: int) -> Path:
+        return self.cassette_dir / f"seed-{seed}.yaml"
+
+    def _outbound(self, seed: int) -> tuple[str, Replay | None]:
+        """(vendor base URL the app is given, the replay in force)."""
+        if "outbound" in self.disabled_controls:
+            if not self.vendors_url:
+                raise ConfigError(
+                    "with the outbound control off the app needs live vendors: pass vendors_url="
+                )
+            return self.vendors_url, None
+        if self.record:
+            assert self.vendors_url is not None
+            return self.vendors_url, Replay(self.cassette(seed), record=True, live_base=self.vendors_url)
+        return CANONICAL_BASE, Replay(self.cassette(seed))
 
     def build_world(self, world: World, seed: int) -> None:
         engine = make_engine(world.location)
@@ -145,7 +222,8 @@ class ClaimsAdapter(Adapter):
             with make_session_factory(engine)() as session, session.begin():
                 fixtures.generate(session, seed=seed, scale=self.scale)
             with make_session_factory(engine)() as session, session.begin():
-                settings = Settings(db_url=world.location)
+                # the agent's session must outlive any episode (and a run with the clock control off)
+                settings = Settings(db_url=world.location, token_ttl_hours=24 * 365 * 20)
                 services.login(session, settings, AGENT, fixtures.FIXTURE_PASSWORD)
         finally:
             engine.dispose()
@@ -173,8 +251,19 @@ class ClaimsAdapter(Adapter):
         if token is None:
             raise ConfigError("the world has no login session for the agent; rebuild it")
         assert isinstance(task, ClaimsTask)
+        base, replay = self._outbound(seed)
         upload_dir = Path(tempfile.mkdtemp(prefix="statekit-claims-uploads-"))
-        return ClaimsEpisode(self._settings(world.location, upload_dir), task, token)
+        settings = Settings(
+            db_url=world.location,
+            upload_dir=upload_dir,
+            fraud_url=f"{base}/fraud",
+            payment_url=f"{base}/payments",
+            address_url=f"{base}/address",
+            worker_poll_seconds=0.05,
+        )
+        return ClaimsEpisode(
+            settings, task, token, replay=replay, drain_jobs="jobs" not in self.disabled_controls
+        )
 
     def digest(self, world: World) -> Digest:
         return postgres_digest(to_conninfo(world.location), self.spec)
@@ -191,7 +280,43 @@ class ClaimsAdapter(Adapter):
         assert isinstance(task, ClaimsTask)
         return KINDS[task.kind].reference(task.facts)
 
-    def close(self) -> None:
-        if self._vendors is not None:
-            self._vendors.stop()
-            self._vendors = None
+    def declared_tools(self) -> list[Tool]:
+        return list(TOOLS)
+
+    def observation_schema(self) -> dict[str, JSON]:
+        """The start (the task), an API response, a wait, the submit, or a replay miss."""
+        text, obj = {"type": "string"}, {"type": "object"}
+        return {
+            "anyOf": [
+                {
+                    "title": "start",
+                    **obj,
+                    "properties": {"task": text, "you_are": text, "tools": {"type": "array", "items": text}},
+                    "required": ["task", "you_are", "tools"],
+                },
+                {
+                    "title": "api_response",
+                    **obj,
+                    "properties": {"status": {"type": "integer"}, "body": {}},
+                    "required": ["status", "body"],
+                },
+                {
+                    "title": "waited",
+                    **obj,
+                    "properties": {"waited_hours": {"type": "integer"}},
+                    "required": ["waited_hours"],
+                },
+                {
+                    "title": "submitted",
+                    **obj,
+                    "properties": {"submitted": {"const": True}},
+                    "required": ["submitted"],
+                },
+                {
+                    "title": "replay_miss",
+                    **obj,
+                    "properties": {"error": obj, "response": {}},
+                    "required": ["error"],
+                },
+            ]
+        }

@@ -10,6 +10,7 @@ import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session, aliased
 from examples.claims_app import rules
 from examples.claims_app.clock import as_utc, utcnow
 from examples.claims_app.config import Settings
-from examples.claims_app.models import Adjuster, Claim, ClaimNote, Payment, Policy
+from examples.claims_app.models import Adjuster, Claim, ClaimNote, Customer, Payment, Policy
 from statekit.contract import JSON, Task
 
 AGENT = "adjuster"
@@ -174,6 +175,69 @@ def find_triage_overdue(session: Session, rng: random.Random) -> dict[str, Any] 
     return {"reference": claim.reference, "notes_before": int(notes or 0), "prompt": prompt}
 
 
+_LOSSES = (
+    "A burst pipe flooded the kitchen",
+    "A storm tore tiles off the roof",
+    "The car was hit while parked",
+    "A laptop was stolen from the hallway",
+)
+
+
+def find_file_new_claim(session: Session, rng: random.Random) -> dict[str, Any] | None:
+    incident = utcnow().date() - timedelta(days=rng.randint(1, 6))
+    rows = session.execute(
+        select(Policy, Customer)
+        .join(Customer, Policy.customer_id == Customer.id)
+        .where(Policy.effective_date <= incident, Policy.expiry_date >= incident)
+        .order_by(Policy.policy_number)
+    ).all()
+    if not rows:
+        return None
+    policy, customer = rng.choice(rows)
+    amount = Decimal(rng.randint(200_00, 2_000_00)).scaleb(-2)
+    loss = rng.choice(_LOSSES)
+    claim = {
+        "policy_number": policy.policy_number,
+        "incident_date": incident.isoformat(),
+        "amount": str(amount),
+        "description": loss,
+        "loss_line1": customer.address_line1,
+        "loss_city": customer.city,
+        "loss_postcode": customer.postcode,
+        "loss_country": customer.country,
+    }
+    prompt = (
+        f"{customer.full_name} (policy {policy.policy_number}) phoned: {loss.lower()} at their home, "
+        f"{customer.address_line1}, {customer.city} {customer.postcode}, {customer.country}, on "
+        f"{incident.isoformat()}. They estimate the loss at ${amount}. File the claim, then submit."
+    )
+    return {"claim": claim, "reference": "", "prompt": prompt}
+
+
+def verify_file_new_claim(session: Session, facts: dict[str, Any]) -> float:
+    want = facts["claim"]
+    found = (
+        session.execute(
+            select(Claim)
+            .join(Policy, Claim.policy_id == Policy.id)
+            .where(
+                Policy.policy_number == want["policy_number"],
+                Claim.incident_date == date.fromisoformat(want["incident_date"]),
+                Claim.amount == Decimal(want["amount"]),
+            )
+        )
+        .scalars()
+        .all()
+    )
+    ok = (
+        len(found) == 1
+        and found[0].status == "submitted"
+        and found[0].fraud_score is not None
+        and found[0].address_validation_id is not None
+    )
+    return 1.0 if ok else 0.0
+
+
 def _claim(session: Session, ref: str) -> Claim:
     claim = session.scalar(select(Claim).where(Claim.reference == ref))
     assert claim is not None, f"verifier: claim {ref} vanished"
@@ -262,6 +326,11 @@ KINDS: dict[str, TaskKind] = {
         find_pay_approved,
         verify_pay_approved,
         lambda f: [{"tool": "request_payment", "reference": f["reference"]}, _submit()],
+    ),
+    "file_new_claim": TaskKind(
+        find_file_new_claim,
+        verify_file_new_claim,
+        lambda f: [{"tool": "file_claim", **f["claim"]}, _submit()],
     ),
     "triage_overdue": TaskKind(
         find_triage_overdue,

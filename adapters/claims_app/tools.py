@@ -7,6 +7,16 @@ from typing import Any
 from statekit.contract import Tool
 
 _REF = {"type": "string", "pattern": "^CLM-[0-9]{6}$", "description": "claim reference, e.g. CLM-000042"}
+FILE_CLAIM_FIELDS = (
+    "policy_number",
+    "incident_date",
+    "amount",
+    "description",
+    "loss_line1",
+    "loss_city",
+    "loss_postcode",
+    "loss_country",
+)
 _STATUS = {"type": "string", "enum": ["submitted", "triaged", "approved", "denied", "paid"]}
 
 
@@ -70,6 +80,29 @@ TOOLS = [
         _schema({"reference": _REF}, ["reference"]),
     ),
     Tool(
+        "file_claim",
+        "File a new claim for a policyholder (the application validates the loss address and "
+        "queues fraud scoring).",
+        _schema(
+            {
+                "policy_number": {"type": "string", "minLength": 1, "maxLength": 32},
+                "incident_date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                "amount": {"type": "string", "pattern": "^[0-9]{1,10}([.][0-9]{1,2})?$"},
+                "description": {"type": "string", "minLength": 1, "maxLength": 5000},
+                "loss_line1": {"type": "string", "minLength": 1, "maxLength": 200},
+                "loss_city": {"type": "string", "minLength": 1, "maxLength": 100},
+                "loss_postcode": {"type": "string", "minLength": 1, "maxLength": 20},
+                "loss_country": {"type": "string", "pattern": "^[A-Za-z]{2}$"},
+            },
+            list(FILE_CLAIM_FIELDS),
+        ),
+    ),
+    Tool(
+        "wait",
+        "Let time pass (whole hours) before the next action; background jobs that fall due then run.",
+        _schema({"hours": {"type": "integer", "minimum": 1, "maximum": 72}}, ["hours"]),
+    ),
+    Tool(
         "submit",
         "Finish the task. Call it once you are done; the episode ends and is scored.",
         _schema({"summary": {"type": "string", "maxLength": 2000}}, []),
@@ -98,4 +131,6 @@ def to_request(
         return "POST", f"/claims/{ref}/deny", None, {"reason": args["reason"]}
     if tool == "request_payment":
         return "POST", f"/claims/{ref}/payment-request", None, None
+    if tool == "file_claim":
+        return "POST", "/claims", None, {key: args[key] for key in FILE_CLAIM_FIELDS}
     raise KeyError(tool)

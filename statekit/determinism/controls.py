@@ -28,21 +28,39 @@ class ControlsState:
     ids: tuple[Any, Any]
 
 
+CORE_CONTROLS = ("clock", "ids")
+"""Controls statekit applies itself; adapters add their own (e.g. "jobs", "outbound")."""
+
+
 class Controls:
-    """Clock plus ids plus randomness for ``seed``; ``purpose`` keeps build and episode streams apart."""
+    """Clock plus ids plus randomness for ``seed``; ``purpose`` keeps build and episode streams apart.
+
+    ``disabled`` switches individual controls off. That exists to *prove* each control: a rollout
+    without it must differ (``statekit.testing.check_controls``); never disable one in training.
+    """
 
     def __init__(
-        self, seed: int, *, purpose: str = "episode", start_offset: timedelta = timedelta(0)
+        self,
+        seed: int,
+        *,
+        purpose: str = "episode",
+        start_offset: timedelta = timedelta(0),
+        disabled: frozenset[str] = frozenset(),
     ) -> None:
         self.seed = seed
         self.clock = VirtualClock(epoch_for(seed) + start_offset)
         self.ids = SeededIds(seed, purpose)
+        self.disabled = disabled
 
     @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self, *, all_on: bool = False) -> Iterator[None]:
+        """Apply the controls; ``all_on`` ignores ``disabled`` (episode set-up is never the subject)."""
+        off = frozenset() if all_on else self.disabled
         with _ACTIVE, ExitStack() as stack:
-            stack.enter_context(self.clock.active())
-            stack.enter_context(self.ids.active())
+            if "clock" not in off:
+                stack.enter_context(self.clock.active())
+            if "ids" not in off:
+                stack.enter_context(self.ids.active())
             yield
 
     def save(self) -> ControlsState:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -58,8 +59,34 @@ def coverage_problems(live: dict[str, dict[str, str]], spec: DigestSpec) -> tupl
     return sorted(set(uncovered)), sorted(set(unknown))
 
 
+_DB_CLOCK = re.compile(
+    r"\b(now|clock_timestamp|statement_timestamp|transaction_timestamp|timeofday)\s*\(|"
+    r"\b(current_timestamp|current_date|current_time|localtimestamp|localtime)\b",
+    re.IGNORECASE,
+)
+
+
+def database_clock_columns(conn: psycopg.Connection[Any], spec: DigestSpec) -> list[str]:
+    """Included columns whose default reads the database's own clock, which no Python patch reaches."""
+    rows = conn.execute(
+        "SELECT table_name, column_name, column_default FROM information_schema.columns "
+        "WHERE table_schema = %s AND column_default IS NOT NULL",
+        (spec.schema,),
+    ).fetchall()
+    leaks = []
+    for row in rows:
+        table, column, default = (
+            (row["table_name"], row["column_name"], row["column_default"]) if isinstance(row, dict) else row
+        )
+        tspec = spec.tables.get(str(table))
+        if tspec is not None and column in tspec.include and _DB_CLOCK.search(str(default)):
+            leaks.append(f"{table}.{column} (DEFAULT {default})")
+    return sorted(leaks)
+
+
 def check_coverage(conn: psycopg.Connection[Any], spec: DigestSpec) -> None:
-    """Raise SpecError for names the schema lacks, CoverageError for live columns the spec misses."""
+    """Raise SpecError for names the schema lacks or digested columns filled by the database clock,
+    and CoverageError for live columns the spec misses."""
     uncovered, unknown = coverage_problems(live_columns(conn, spec.schema), spec)
     if unknown:
         raise SpecError(
@@ -67,3 +94,9 @@ def check_coverage(conn: psycopg.Connection[Any], spec: DigestSpec) -> None:
         )
     if uncovered:
         raise CoverageError(uncovered)
+    leaks = database_clock_columns(conn, spec)
+    if leaks:
+        raise SpecError(
+            f"{spec.source}: digested column(s) filled by the database's clock, which the virtual clock "
+            f"cannot reach: {', '.join(leaks)}. Exclude them with a reason, or have the app set them."
+        )

@@ -64,6 +64,8 @@ class PostgresTemplate(ResetStrategy):
             self.server.rename_database(scratch, golden)
         except BaseException as exc:
             self.server.drop_database(scratch)
+            if isinstance(exc, Exception) and self.server.exists(golden):
+                return  # lost a publish race to an identical build (another session or process)
             if isinstance(exc, ResetError | KeyboardInterrupt):
                 raise
             raise ResetError(f"building golden {golden!r} failed: {exc}") from exc

@@ -7,11 +7,14 @@ with the nearest difference when one fails (not just "not equal"). The pytest pl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from statekit.contract import JSON
+from statekit.determinism.controls import CORE_CONTROLS
 from statekit.digest.canonical import canonical_json
 from statekit.env import Environment
 from statekit.errors import SpecError
@@ -69,19 +72,13 @@ class CheckReport:
     reset_restores_initial: bool = True
     coverage: bool = True
     tasks_valid: bool = True
+    controls: dict[str, bool] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(
-            [
-                self.deterministic,
-                self.seeds_differ,
-                self.reset_restores_initial,
-                self.coverage,
-                self.tasks_valid,
-            ]
-        )
+        checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
+        return all([*checks, self.tasks_valid, *self.controls.values()])
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +142,71 @@ def check_task(env: Environment, kind: str, seed: int, repeats: int) -> str | No
     return None
 
 
+def probe_rollout(
+    env: Environment, *, seed: int, actions: Sequence[Action], options: dict[str, JSON] | None, pause: float
+) -> tuple[Rollout, bool]:
+    """A rollout that also watches the world between steps: (rollout, whether state moved in a pause).
+
+    State must change only inside ``step``; a background job firing between steps shows up here.
+    """
+    obs, info = env.reset(seed=seed, options=options)
+    observations, rewards, moved = [obs], [], False
+    for action in actions:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        observations.append(obs)
+        rewards.append(reward)
+        before = env.state().digest
+        time.sleep(pause)
+        moved = moved or env.state().digest != before
+        if terminated or truncated:
+            break
+    return Rollout(seed, str(info["digest"]), env.state().digest, observations, rewards), moved
+
+
+def check_controls(
+    make_env: Callable[[tuple[str, ...]], AbstractContextManager[Environment]],
+    *,
+    seed: int,
+    pause: float = 0.5,
+) -> dict[str, str | None]:
+    """Prove each determinism control does the work: with it on, two replays of the control's probe
+    task (``Adapter.probe_tasks``) match and nothing moves between steps; with only it off, they
+    differ (or state moves).
+
+    ``make_env(disabled)`` returns a context-managed environment with those controls off.
+    Returns ``{control: problem or None}``.
+    """
+
+    def twice(env: Environment, control: str) -> tuple[str | None, bool]:
+        kind = env.adapter.probe_tasks.get(control)
+        options: dict[str, JSON] | None = {"task": kind} if kind else None
+        env.reset(seed=seed, options=options)
+        script = env.adapter.reference_actions(env.task)
+        a, moved_a = probe_rollout(env, seed=seed, actions=script, options=options, pause=pause)
+        b, moved_b = probe_rollout(env, seed=seed, actions=script, options=options, pause=pause)
+        return first_difference(a, b), moved_a or moved_b
+
+    results: dict[str, str | None] = {}
+    with make_env(()) as env:
+        names = [*CORE_CONTROLS, *env.adapter.controls]
+        on = {name: twice(env, name) for name in names}
+    for name in names:
+        diff, moved = on[name]
+        if diff or moved:
+            results[name] = f"with every control on, replays differ: {diff or 'state changed between steps'}"
+            continue
+        with make_env((name,)) as env_off:
+            diff_off, moved_off = twice(env_off, name)
+        if diff_off is None and not moved_off:
+            results[name] = (
+                f"with only {name!r} off, replays still match: the control does no work here, or the "
+                "probe task does not exercise it"
+            )
+        else:
+            results[name] = None
+    return results
+
+
 def check_env(
     env: Environment,
     *,
@@ -185,12 +247,14 @@ def check_env(
 __all__ = [
     "CheckReport",
     "Rollout",
+    "check_controls",
     "check_deterministic",
     "check_env",
     "check_reset_restores",
     "check_seeds_differ",
     "check_task",
     "first_difference",
+    "probe_rollout",
     "reference_script",
     "rollout",
 ]

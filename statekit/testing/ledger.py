@@ -142,3 +142,6 @@ class LedgerAdapter(Adapter):
         words = task.prompt.split()
         cents, source, target = int(words[1]), words[4], words[6].rstrip(",")
         return [{"tool": "transfer", "source": source, "target": target, "cents": cents}, {"tool": "submit"}]
+
+    def declared_tools(self) -> list[Tool]:
+        return list(TOOLS)

@@ -159,5 +159,20 @@ def test_spec_naming_what_the_schema_lacks_is_an_error(items_db: str) -> None:
         postgres_digest(to_conninfo(items_db), DigestSpec.from_dict(raw))
 
 
+def test_a_digested_column_filled_by_the_database_clock_is_an_error(items_db: str) -> None:
+    raw = {
+        **SPEC,
+        "tables": {
+            "items": {
+                **SPEC["tables"]["items"],
+                "include": ["name", "price", "tags", "touched_at"],
+                "exclude": {"id": "key"},
+            }
+        },
+    }
+    with pytest.raises(SpecError, match=r"database's clock.*items.touched_at \(DEFAULT now\(\)\)"):
+        postgres_digest(to_conninfo(items_db), DigestSpec.from_dict(raw))
+
+
 def test_timestamps_canonicalise_to_utc(items_db: str) -> None:
     assert canonical_value(datetime(2025, 5, 1, tzinfo=UTC)) == "2025-05-01T00:00:00Z"

@@ -1,0 +1,111 @@
+"""Outbound HTTP replayed from vcrpy cassettes: no egress inside an episode.
+
+In an episode the record mode is ``none``: every outbound request is answered from the cassette or
+fails inside the process (vcrpy intercepts httpx before a socket is opened). Misses are collected
+so the adapter can turn them into an error observation that names the request and the nearest
+recorded one. When recording, requests to a live vendor base URL are rewritten to a canonical base
+(``CANONICAL_BASE``) so cassettes do not depend on the port the vendors happened to listen on, and
+credentials are scrubbed before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import vcr
+from vcr.errors import CannotOverwriteExistingCassetteException
+
+CANONICAL_BASE = "http://vendors.statekit.invalid"
+"""Where replayed vendors 'live'. The .invalid TLD never resolves, so nothing could reach it."""
+
+SECRET_HEADERS = ("authorization", "x-api-key", "cookie", "set-cookie", "proxy-authorization")
+NOISE_HEADERS = ("host", "date")
+"""Not secret, but they name the recording run (its port, its wall clock): dropped to keep diffs quiet."""
+IN_PROCESS_HOSTS = ("testserver",)
+"""Hosts that are the application itself driven in-process (Starlette's TestClient), never egress."""
+MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
+
+
+@dataclass
+class ReplayMiss:
+    """An outbound request no cassette recorded, with vcrpy's account of the nearest ones."""
+
+    method: str
+    uri: str
+    nearest: str
+
+    def message(self) -> str:
+        return f"unrecorded outbound request {self.method} {self.uri}; {self.nearest}"
+
+
+@dataclass
+class Replay:
+    """One cassette file. ``session()`` patches httpx for the duration of a step (or a recording)."""
+
+    path: Path
+    record: bool = False
+    live_base: str | None = None
+    misses: list[ReplayMiss] = field(default_factory=list)
+    _seen: list[Any] = field(default_factory=list, repr=False)
+
+    def _canonical(self, request: Any) -> Any:
+        if self.live_base and request.uri.startswith(self.live_base):
+            request.uri = CANONICAL_BASE + request.uri[len(self.live_base) :]
+        for header in list(request.headers):
+            if header.lower() in SECRET_HEADERS + NOISE_HEADERS:
+                del request.headers[header]
+        self._seen.append(request)
+        return request
+
+    @staticmethod
+    def _scrub_response(response: dict[str, Any]) -> dict[str, Any]:
+        headers = response.get("headers", {})
+        for name in list(headers):
+            if name.lower() in SECRET_HEADERS + NOISE_HEADERS:
+                del headers[name]
+        return response
+
+    @contextmanager
+    def session(self) -> Iterator[Replay]:
+        """Answer httpx requests from the cassette (or record them when ``record``)."""
+        if self.record and not self.live_base:
+            raise ValueError("recording needs live_base: the URL the live vendors answer on")
+        recorder = vcr.VCR(
+            record_mode="new_episodes" if self.record else "none",
+            match_on=MATCH_ON,
+            before_record_request=self._canonical,
+            before_record_response=self._scrub_response,
+            decode_compressed_response=True,
+            ignore_hosts=IN_PROCESS_HOSTS,
+        )
+        self._seen = []
+        with recorder.use_cassette(str(self.path), allow_playback_repeats=True) as cassette:
+            try:
+                yield self
+            finally:
+                if not self.record:
+                    self._collect_misses(cassette)
+
+    def _collect_misses(self, cassette: Any) -> None:
+        reported = {(m.method, m.uri) for m in self.misses}
+        for request in list(self._seen):
+            if request in cassette or (request.method, request.uri) in reported:
+                continue
+            reported.add((request.method, request.uri))
+            nearest = CannotOverwriteExistingCassetteException._get_message(cassette, request)
+            self.misses.append(ReplayMiss(request.method, request.uri, _nearest_summary(nearest)))
+
+    def take_misses(self) -> list[ReplayMiss]:
+        """Misses since the last call (the adapter reports them in that step's observation)."""
+        misses, self.misses = self.misses, []
+        return misses
+
+
+def _nearest_summary(vcr_message: str) -> str:
+    """vcrpy's message lists the most similar recorded requests and which matchers failed."""
+    lines = [line.strip() for line in vcr_message.splitlines() if line.strip()]
+    return " ".join(lines[1:])[:800] if len(lines) > 1 else "no similar request was recorded"

@@ -1,0 +1,119 @@
+"""statekit environments behind Gymnasium's API, in-process or from a harness URL.
+
+Importing this module registers ``statekit/<adapter>`` for every registered adapter, so::
+
+    import statekit.gym  # noqa: F401  (registers the ids)
+    env = gymnasium.make("statekit/claims_app")                     # in-process (embedded PostgreSQL)
+    env = gymnasium.make("statekit/claims_app", url="http://127.0.0.1:8000", token="...")  # remote
+    env = gymnasium.make("statekit.gym:statekit/claims_app")        # no import needed
+
+Gymnasium 1.x has no plugin discovery any more (the ``gymnasium.envs`` entry-point group was
+removed in 1.0), hence the import, or Gymnasium's ``"module:id"`` form which imports it for you.
+
+Spaces. A statekit observation is nested JSON whose shape depends on the tool just called (a claim,
+a list of claims, an error), and an action is ``{"tool": NAME, ...arguments}`` with per-tool
+arguments. No fixed ``Dict``/``Box`` space describes that without dropping information, and the
+agents these environments are for (language models) read and write text anyway. So both spaces are
+``gymnasium.spaces.Text`` over printable ASCII: an observation is compact JSON with sorted keys and
+``ensure_ascii`` (every value survives ``json.loads`` intact), and an action is a JSON string, or a
+dict for convenience. A string that is not JSON is still a step: the environment answers with its
+usual ``malformed_action`` error observation, so ``action_space.sample()`` is safe to send.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, SupportsFloat
+
+import statekit
+from statekit.errors import ConfigError
+
+try:
+    import gymnasium
+    from gymnasium import spaces
+except ImportError as exc:  # an optional extra
+    raise ConfigError("statekit.gym needs Gymnasium: pip install 'statekit[gym]'") from exc
+
+from statekit.client import RemoteEnvironment
+from statekit.contract import JSON
+from statekit.env import Environment
+from statekit.registry import registered
+
+PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F))
+"""What ``json.dumps(..., ensure_ascii=True)`` can emit: space to tilde."""
+MAX_OBSERVATION_CHARS = 1 << 20
+MAX_ACTION_CHARS = 1 << 16
+SEED_BOUND = 2**31
+
+
+def encode(value: JSON) -> str:
+    """The observation text: compact, sorted keys, ASCII only (so it is in the Text space)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def decode_action(action: Any) -> Any:
+    """A JSON string becomes its value; other strings and non-strings go to the environment as they are."""
+    if not isinstance(action, str):
+        return action
+    try:
+        return json.loads(action)
+    except ValueError:
+        return action
+
+
+class StatekitEnv(gymnasium.Env[str, str]):
+    """A statekit environment as a ``gymnasium.Env`` (see the module docstring for the spaces).
+
+    Give ``url`` (and ``token``) to play against ``statekit serve``; otherwise the environment is made
+    in-process with ``statekit.make(adapter, **make_options)`` (``db_url``, ``strategy``, ...). Or pass
+    a ready ``env`` (an ``Environment`` or ``RemoteEnvironment``); it is closed with this one.
+    ``reset(seed=None)`` draws the world's seed from Gymnasium's seeded generator, so one seeded reset
+    fixes the whole sequence of worlds, as Gymnasium users expect.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        adapter: str = "claims_app",
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        env: Environment | RemoteEnvironment | None = None,
+        **make_options: Any,
+    ) -> None:
+        if env is None:
+            env = RemoteEnvironment(url, token=token) if url else statekit.make(adapter, **make_options)
+        self.env = env
+        self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=PRINTABLE)
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=PRINTABLE)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        world = seed if seed is not None else int(self.np_random.integers(SEED_BOUND))
+        observation, info = self.env.reset(seed=world, options=options)
+        return encode(observation), info
+
+    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(decode_action(action))
+        return encode(observation), float(reward), terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()
+        super().close()
+
+
+def register_envs() -> list[str]:
+    """Register ``statekit/<name>`` for every adapter this installation knows; return the ids."""
+    ids = []
+    for name in sorted(registered()):
+        env_id = f"statekit/{name}"
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point="statekit.gym:StatekitEnv", kwargs={"adapter": name})
+        ids.append(env_id)
+    return ids
+
+
+register_envs()

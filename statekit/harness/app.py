@@ -1,0 +1,271 @@
+"""The harness as a FastAPI app: stateful HTTP routes over a session pool, plus OpenEnv's ``/ws``.
+
+Routes are plain ``def`` functions, so FastAPI runs them in its thread pool: environment calls are
+synchronous, and a slow reset in one session never stalls the event loop or another session. Every
+error, including FastAPI's own, is answered as ``{"error": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Query, Request, WebSocket
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+import statekit
+from statekit.env import Environment
+from statekit.errors import ConfigError
+from statekit.harness.config import HarnessConfig
+from statekit.harness.errors import ApiError, error_body
+from statekit.harness.guard import Guard
+from statekit.harness.models import (
+    ClosedResponse,
+    ErrorResponse,
+    HealthResponse,
+    ResetRequest,
+    ResetResponse,
+    RestoreRequest,
+    SchemaResponse,
+    SessionId,
+    SessionRequest,
+    SnapshotResponse,
+    StateResponse,
+    StepRequest,
+    StepResponse,
+)
+from statekit.harness.openenv import serve_socket
+from statekit.harness.schemas import environment_schemas
+from statekit.harness.sessions import SessionPool
+from statekit.registry import resolve_adapter
+
+log = logging.getLogger(__name__)
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 410, 413, 422, 429, 500, 503)
+}
+
+
+def _links(**targets: dict[str, Any]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI links (which response field feeds which request): docs, and stateful fuzzing."""
+    return {**ERRORS, 200: {"links": targets}}
+
+
+_FROM_SESSION = {"requestBody": {"session_id": "$response.body#/session_id"}}
+_SESSION_LINKS = _links(
+    step={"operationId": "step", **_FROM_SESSION},
+    state={"operationId": "state", "parameters": {"query.session_id": "$response.body#/session_id"}},
+    snapshot={"operationId": "snapshot", **_FROM_SESSION},
+    reset_again={"operationId": "reset", **_FROM_SESSION},
+    close={"operationId": "close_session", "parameters": {"query.session_id": "$response.body#/session_id"}},
+)
+
+
+def _reaper_interval(idle_timeout: float) -> float:
+    return min(max(idle_timeout / 4, 0.05), 30.0)
+
+
+def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
+    """The harness for ``config``; ``clock`` (seconds, monotonic) decides when a session is idle.
+
+    The adapter is resolved once here, so a wrong name or strategy fails at start, not per session.
+    The session pool is ``app.state.sessions``.
+    """
+    probe = resolve_adapter(config.adapter, **config.adapter_options)
+    try:
+        if config.strategy is not None and config.strategy not in probe.strategies:
+            raise ConfigError(
+                f"adapter {probe.name!r} offers strategies {list(probe.strategies)}, not {config.strategy!r}"
+            )
+        adapter_name, schemas = probe.name, environment_schemas(probe)
+    finally:
+        probe.close()
+
+    def make_env() -> Environment:
+        return statekit.make(
+            config.adapter, strategy=config.strategy, db_url=config.db_url, **config.adapter_options
+        )
+
+    pool = SessionPool(
+        make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, clock=clock
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        reaper = (
+            asyncio.create_task(_reap_forever(pool, config.idle_timeout)) if config.idle_timeout else None
+        )
+        try:
+            yield
+        finally:
+            if reaper is not None:
+                reaper.cancel()
+                with suppress(asyncio.CancelledError):
+                    await reaper
+            await run_in_threadpool(pool.close_all)
+
+    app = FastAPI(
+        title=f"statekit harness: {adapter_name}",
+        description="Stateful sessions over one statekit environment; OpenEnv's WebSocket protocol at /ws.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.sessions = pool
+    _install_error_handlers(app)
+
+    @app.post("/reset", operation_id="reset", response_model=ResetResponse, responses=_SESSION_LINKS)
+    def reset(body: Annotated[ResetRequest, Body(default_factory=ResetRequest)]) -> ResetResponse:
+        """Open a session (or reset ``session_id``'s) and start an episode in the seed's world."""
+        if body.session_id is not None:
+            with pool.use(body.session_id) as session:
+                observation, info = session.reset(body.seed, body.options)
+            return ResetResponse(session_id=session.id, observation=observation, info=info)
+        session = pool.open()
+        try:
+            with pool.use(session.id):
+                observation, info = session.reset(body.seed, body.options)
+        except BaseException:
+            with suppress(ApiError):
+                pool.close(session.id)
+            raise
+        return ResetResponse(session_id=session.id, observation=observation, info=info)
+
+    @app.post("/step", operation_id="step", response_model=StepResponse, responses=ERRORS)
+    def step(body: StepRequest) -> StepResponse:
+        """Apply one action; a bad action is a normal step with an error observation."""
+        with pool.use(body.session_id) as session:
+            observation, reward, terminated, truncated, info = session.env.step(body.action)
+        return StepResponse(
+            observation=observation, reward=reward, terminated=terminated, truncated=truncated, info=info
+        )
+
+    @app.get("/state", operation_id="state", response_model=StateResponse, responses=ERRORS)
+    def state(session_id: Annotated[SessionId, Query()]) -> StateResponse:
+        """Episode id, step count, seed, virtual clock and the world's digest."""
+        with pool.use(session_id) as session:
+            return StateResponse(**session.env.state().as_dict())
+
+    @app.post(
+        "/snapshot",
+        operation_id="snapshot",
+        response_model=SnapshotResponse,
+        responses=_links(
+            restore={
+                "operationId": "restore",
+                "requestBody": {
+                    "session_id": "$request.body#/session_id",
+                    "snapshot_id": "$response.body#/snapshot_id",
+                },
+            }
+        ),
+    )
+    def snapshot(body: SessionRequest) -> SnapshotResponse:
+        """Capture the session's world and episode; restore it (any number of times) later."""
+        with pool.use(body.session_id) as session:
+            return SnapshotResponse(snapshot_id=session.snapshot())
+
+    @app.post("/restore", operation_id="restore", response_model=ResetResponse, responses=_SESSION_LINKS)
+    def restore(body: RestoreRequest) -> ResetResponse:
+        """Continue the session from one of its snapshots, in a fresh copy."""
+        with pool.use(body.session_id) as session:
+            observation, info = session.restore(body.snapshot_id)
+        return ResetResponse(session_id=session.id, observation=observation, info=info)
+
+    @app.delete("/session", operation_id="close_session", response_model=ClosedResponse, responses=ERRORS)
+    def close_session(
+        session_id: Annotated[SessionId | None, Query()] = None,
+        body: Annotated[SessionRequest | None, Body()] = None,
+    ) -> ClosedResponse:
+        """Close a session and drop its worlds (``session_id`` in the query or the body)."""
+        chosen = session_id or (body.session_id if body is not None else None)
+        if chosen is None:
+            raise ApiError(
+                422, "invalid_request", "say which session to close: DELETE /session?session_id=..."
+            )
+        pool.close(chosen)
+        return ClosedResponse(session_id=chosen, closed=True)
+
+    @app.get("/health", operation_id="health", response_model=HealthResponse)
+    def health() -> HealthResponse:
+        """Liveness, for probes (open even when a token is set)."""
+        return HealthResponse(
+            status="healthy", adapter=adapter_name, sessions=len(pool), max_sessions=pool.max_sessions
+        )
+
+    @app.get("/schema", operation_id="schema", response_model=SchemaResponse, responses=ERRORS)
+    def schema() -> SchemaResponse:
+        """JSON Schemas of this environment's actions, observations and state."""
+        return SchemaResponse(**schemas)
+
+    @app.websocket("/ws")
+    async def openenv(websocket: WebSocket) -> None:
+        await serve_socket(websocket, pool)
+
+    app.add_middleware(Guard, token=config.token, max_body_bytes=config.max_body_bytes)
+    return app
+
+
+async def _reap_forever(pool: SessionPool, idle_timeout: float) -> None:
+    interval = _reaper_interval(idle_timeout)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await run_in_threadpool(pool.reap)
+        except Exception:
+            log.exception("the idle-session reaper failed; it will try again")
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = exc.errors()
+        if any(p.get("type") == "json_invalid" for p in problems):
+            return JSONResponse(
+                error_body("malformed_json", "the request body is not valid JSON"), status_code=400
+            )
+        described = "; ".join(_describe(p) for p in problems[:5]) or "the request does not match the API"
+        return JSONResponse(
+            error_body("invalid_request", f"{described} (the API is described at /openapi.json)"),
+            status_code=422,
+        )
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        code = codes.get(exc.status_code, f"http_{exc.status_code}")
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code in (404, 405):
+            message += "; the routes are listed at /openapi.json"
+        return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        message = f"{type(exc).__name__}: {exc} (a bug in the server or its adapter; see the server log)"
+        return JSONResponse(error_body("internal_error", message), status_code=500)
+
+
+def _describe(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
+    if not where:
+        return "the body must be a JSON object, sent with Content-Type: application/json"
+    return f"{where}: {problem.get('msg', 'invalid')}"
+
+
+def _version() -> str:
+    try:
+        return version("statekit")
+    except PackageNotFoundError:
+        return "0"

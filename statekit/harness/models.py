@@ -1,0 +1,98 @@
+"""The HTTP API's request and response bodies, so the OpenAPI document describes it exactly.
+
+Requests are strict (``"7"`` is not a seed, ``true`` is not an integer) and reject unknown fields, so
+a typo is an error rather than silently ignored. An action is any JSON: judging it is the
+environment's job, and a bad one is an ordinary step with an error observation, as in-process.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_SEED = 2**63 - 1
+"""Seeds fit a signed 64-bit integer, so every client language (and numpy) can hold one."""
+
+SessionId = Annotated[str, Field(min_length=1, max_length=128, description="from POST /reset")]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ResetRequest(_Request):
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = Field(
+        default=None, description="the world to start in; null picks one at random"
+    )
+    options: dict[str, Any] | None = Field(default=None, description='adapter options, e.g. {"task": kind}')
+    session_id: SessionId | None = Field(
+        default=None, description="reset this session instead of opening one"
+    )
+
+
+class StepRequest(_Request):
+    session_id: SessionId
+    action: Any = Field(description='{"tool": NAME, ...arguments}; see GET /schema')
+
+
+class SessionRequest(_Request):
+    session_id: SessionId
+
+
+class RestoreRequest(_Request):
+    session_id: SessionId
+    snapshot_id: Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class ResetResponse(BaseModel):
+    session_id: str
+    observation: Any
+    info: dict[str, Any]
+
+
+class StepResponse(BaseModel):
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class StateResponse(BaseModel):
+    episode_id: str
+    step_count: int
+    seed: int
+    clock: str
+    digest: str
+
+
+class SnapshotResponse(BaseModel):
+    snapshot_id: str
+
+
+class ClosedResponse(BaseModel):
+    session_id: str
+    closed: bool
+
+
+class HealthResponse(BaseModel):
+    status: str
+    adapter: str
+    sessions: int
+    max_sessions: int
+
+
+class SchemaResponse(BaseModel):
+    action: dict[str, Any]
+    observation: dict[str, Any]
+    state: dict[str, Any]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,72 @@
+"""``statekit serve``: the harness under uvicorn, on a socket it binds itself (so port 0 works).
+
+The URL is printed once the socket listens, so a caller that asked for port 0 learns the real one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from statekit.errors import ConfigError
+from statekit.harness.app import create_app
+from statekit.harness.config import HarnessConfig
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``, or a ConfigError that says what to change."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot resolve --host {host!r}: {exc.strerror}") from exc
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0 lets the system choose)"
+        ) from exc
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def serve(
+    config: HarnessConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    announce: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> None:
+    """Serve ``config`` until interrupted; on shutdown every session and its worlds are closed."""
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    app = create_app(config)
+    sock = bind(host, port)
+    url = url_of(sock)
+    if config.token is None and not ipaddress.ip_address(sock.getsockname()[0]).is_loopback:
+        announce(
+            f"statekit: warning: {url} is reachable from other machines and has no token: anyone who can "
+            "connect can drive its environments; pass --token (or set STATEKIT_TOKEN)"
+        )
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level=log_level, ws_max_size=config.max_body_bytes, lifespan="on")
+    )
+    announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv WebSocket: {url}/ws)")
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn has already shut down gracefully and re-raised it
+    finally:
+        sock.close()

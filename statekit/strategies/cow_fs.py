@@ -1,0 +1,364 @@
+"""CowFilesystem: reset a directory tree (uploads, a SQLite file, a cache) by copy-on-write cloning.
+
+Layout under ``root`` (every part on the same filesystem, so a rename publishes atomically)::
+
+    goldens/<key>        one golden tree per key (a btrfs subvolume for the ``btrfs`` method)
+    building/<name>      a golden being built; renamed to goldens/<key> when complete
+    copies/<name>        restored copies, handed out as ``World.location`` (overlay: the mount point)
+    upper/<name>         the overlay method's private upper and work directories, one per copy
+    trash/<key>.<token>  dropped goldens that a mounted overlay copy may still read from
+
+Methods, picked by probing ``root`` for real (``method="auto"``) in this order:
+
+- ``btrfs``: goldens are subvolumes; a restore is ``btrfs subvolume snapshot`` (constant time).
+- ``reflink``: ``cp -a --reflink=always``; files share extents until written (XFS with
+  ``reflink=1``, btrfs). Time grows with the number of files, not their size.
+- ``overlay``: a restore mounts overlayfs with the golden as the read-only lower layer and a fresh
+  empty upper; writes copy a file up on first change. Needs root (or ``CAP_SYS_ADMIN``).
+- ``copy``: ``shutil.copytree``; works anywhere, costs a full copy per reset.
+
+Copies are named with ``statekit.strategies.naming`` so the copies, builds and overlay mounts of a
+dead process are swept when a new ``CowFilesystem`` starts on the same root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from statekit.errors import ConfigError, ResetError
+from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.naming import CopyNamer, check_key
+
+log = logging.getLogger(__name__)
+
+METHODS = ("btrfs", "reflink", "overlay", "copy")
+"""In the order ``auto`` tries them: the cheapest restore first."""
+
+_HOW_TO_ENABLE = {
+    "btrfs": "root on a btrfs filesystem with btrfs-progs installed (apt-get install btrfs-progs)",
+    "reflink": "a filesystem with reflink support: XFS made with `mkfs.xfs -m reflink=1`, or btrfs",
+    "overlay": "root (CAP_SYS_ADMIN), a kernel with overlayfs, and an upper filesystem it accepts "
+    "(ext4, XFS, btrfs; not overlayfs itself)",
+    "copy": "nothing",
+}
+_MNT_DETACH = 2
+_OVERLAY_UNSAFE = re.compile(r"[\s,:\\]")  # separators in overlayfs mount options
+
+
+class CowFilesystem(ResetStrategy):
+    """Golden directory trees under ``root``, restored by the cheapest clone the filesystem offers."""
+
+    def __init__(self, root: str | Path, *, method: str = "auto", prefix: str = "skfs") -> None:
+        self.root = Path(root).resolve()
+        self.names = CopyNamer(prefix)
+        self._goldens = self.root / "goldens"
+        self._building = self.root / "building"
+        self._copies = self.root / "copies"
+        self._upper = self.root / "upper"
+        self._trash = self.root / "trash"
+        for folder in (self._goldens, self._building, self._copies, self._upper, self._trash):
+            folder.mkdir(parents=True, exist_ok=True)
+        self._live: dict[str, str] = {}  # copy name -> key, for close()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._on_btrfs = filesystem_type(self.root) == "btrfs"
+        self.swept = self.sweep_orphans()
+        self.rejected: dict[str, str] = {}
+        """Methods tried before the chosen one, each with why it did not work here."""
+        self.method = self._choose(method)
+        self.name = f"cow({self.method})"
+
+    # -- choosing a method ----------------------------------------------------------------------
+    def probe(self, method: str) -> str | None:
+        """Try ``method`` for real on a tiny tree under ``root``; None if it works, else why not."""
+        if method not in METHODS:
+            raise ConfigError(f"unknown CowFilesystem method {method!r}; choose from {list(METHODS)}")
+        if method == "overlay" and _OVERLAY_UNSAFE.search(str(self.root)):
+            return f"root {self.root} has whitespace, ',', ':' or '\\', which overlayfs options cannot carry"
+        scratch = self._copies / self.names.episode()  # an episode name, so a crash mid-probe is swept
+        try:
+            scratch.mkdir()
+            golden = scratch / "golden"
+            self._new_tree(golden, method)
+            (golden / "probe.txt").write_text("golden")
+            clone = scratch / "clone"
+            if method == "overlay":
+                (scratch / "upper").mkdir()
+                (scratch / "work").mkdir()
+                clone.mkdir()
+                _mount_overlay(golden, scratch / "upper", scratch / "work", clone)
+            else:
+                self._clone_tree(golden, clone, method)
+            (clone / "probe.txt").write_text("changed")
+            if (golden / "probe.txt").read_text() != "golden":
+                return "writing to the clone changed the golden"
+            return None
+        except (OSError, ResetError) as exc:
+            return str(exc)
+        finally:
+            self._remove_tree(scratch)
+
+    def _choose(self, method: str) -> str:
+        if method == "auto":
+            for candidate in METHODS:
+                reason = self.probe(candidate)
+                if reason is None:
+                    log.info("CowFilesystem at %s uses %s; rejected: %s", self.root, candidate, self.rejected)
+                    return candidate
+                self.rejected[candidate] = reason
+            raise ConfigError(f"no method works at {self.root}: {self.rejected}")
+        reason = self.probe(method)
+        if reason is not None:
+            raise ConfigError(
+                f"CowFilesystem method {method!r} does not work at {self.root}: {reason}. "
+                f"It needs {_HOW_TO_ENABLE[method]}; or use method='auto' to pick what works."
+            )
+        return method
+
+    # -- the strategy's verbs -------------------------------------------------------------------
+    def has(self, key: str) -> bool:
+        return (self._goldens / check_key(key)).is_dir()
+
+    def capture(self, key: str, source: Builder | World) -> None:
+        golden = self._goldens / check_key(key)
+        if golden.is_dir():
+            return
+        scratch = self._building / self.names.building(key)
+        self._remove_tree(scratch)
+        try:
+            if isinstance(source, World):
+                self._clone_tree(Path(source.location), scratch, self._capture_method())
+            else:
+                self._new_tree(scratch, self.method)
+                source(World(id=scratch.name, location=str(scratch)))
+            try:
+                os.rename(scratch, golden)
+            except OSError:
+                if not golden.is_dir():
+                    raise
+                self._remove_tree(scratch)  # another process published this key first
+        except BaseException as exc:
+            self._remove_tree(scratch)
+            if isinstance(exc, ResetError | KeyboardInterrupt):
+                raise
+            raise ResetError(f"building golden {key!r} under {self._goldens} failed: {exc}") from exc
+
+    def restore(self, key: str) -> World:
+        golden = self._goldens / check_key(key)
+        if not golden.is_dir():
+            raise ResetError(f"no golden tree under key {key!r} in {self._goldens}; capture it first")
+        name = self.names.episode()
+        copy = self._copies / name
+        with self._lock:
+            self._live[name] = key
+        try:
+            self._remove_tree(copy)  # a leftover of a dead process that had our pid (cp would nest into it)
+            if self.method == "overlay":
+                upper = self._upper / name
+                (upper / "upper").mkdir(parents=True)
+                (upper / "work").mkdir()
+                copy.mkdir()
+                _mount_overlay(golden, upper / "upper", upper / "work", copy)
+            else:
+                self._clone_tree(golden, copy, self.method)
+        except BaseException as exc:
+            self._forget(name)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise ResetError(f"restoring {key!r} into {copy} with {self.method} failed: {exc}") from exc
+        return World(id=name, location=str(copy))
+
+    def discard(self, world: World) -> None:
+        if "/" in world.id or not world.id.startswith(f"{self.names.prefix}_e_"):
+            raise ResetError(f"world {world.id!r} was not restored by a CowFilesystem with this prefix")
+        self._forget(world.id)
+        self._purge_trash()
+
+    def drop(self, key: str) -> None:
+        """Move the golden to trash; it is deleted once no overlay copy reads from it."""
+        golden = self._goldens / check_key(key)
+        if not golden.is_dir():
+            return
+        with contextlib.suppress(FileNotFoundError):  # a concurrent drop got there first
+            os.rename(golden, self._trash / f"{key}.{secrets.token_hex(4)}")
+        self._purge_trash()
+
+    def close(self) -> None:
+        """Discard the copies still handed out: a mount must not outlive the strategy that made it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            names = list(self._live)
+        for name in names:
+            self._forget(name)
+        self._purge_trash()
+
+    # -- orphans --------------------------------------------------------------------------------
+    def sweep_orphans(self) -> list[str]:
+        """Unmount and delete the copies and builds of dead processes on this host; return their names."""
+        swept = []
+        for folder in (self._copies, self._upper, self._building):
+            for entry in sorted(os.listdir(folder)):
+                if self.names.is_orphan(entry):
+                    log.warning("removing orphan %s", folder / entry)
+                    self._remove_tree(folder / entry)
+                    swept.append(entry)
+        self._purge_trash()
+        return sorted(set(swept))
+
+    # -- internals ------------------------------------------------------------------------------
+    def _capture_method(self) -> str:
+        """How to copy a live copy into a new golden: an overlay's merged view is copied in full."""
+        return "copy" if self.method == "overlay" else self.method
+
+    def _forget(self, name: str) -> None:
+        """Unmount and delete one copy (and its overlay upper); safe on one already gone."""
+        self._remove_tree(self._copies / name)
+        self._remove_tree(self._upper / name)
+        with self._lock:
+            self._live.pop(name, None)
+
+    def _purge_trash(self) -> None:
+        """Delete dropped goldens that no mounted overlay still uses as its lower layer."""
+        entries = os.listdir(self._trash)
+        if not entries:
+            return
+        in_use = _overlay_lowerdirs()
+        for entry in entries:
+            key = entry.split(".", 1)[0]
+            if str(self._goldens / key) not in in_use:
+                self._remove_tree(self._trash / entry)
+
+    def _new_tree(self, path: Path, method: str) -> None:
+        """An empty directory to build in: a subvolume for btrfs, so it can be snapshotted later."""
+        if method == "btrfs":
+            _run("btrfs", "subvolume", "create", str(path))
+        else:
+            path.mkdir()
+
+    def _clone_tree(self, src: Path, dst: Path, method: str) -> None:
+        """Make ``dst`` (which must not exist) an independent copy of ``src``."""
+        if method == "btrfs":
+            if self._on_btrfs and _is_btrfs_subvolume(src):
+                _run("btrfs", "subvolume", "snapshot", str(src), str(dst))
+            else:  # e.g. a live world that came from elsewhere: share extents where possible
+                _run("btrfs", "subvolume", "create", str(dst))
+                _run("cp", "-a", "--reflink=auto", "--", f"{src}/.", str(dst))
+        elif method == "reflink":
+            _run("cp", "-a", "--reflink=always", "--", str(src), str(dst))
+        else:
+            shutil.copytree(src, dst, symlinks=True)
+
+    def _remove_tree(self, path: Path) -> None:
+        """Unmount what is mounted at or below ``path``, then delete; a subvolume goes whole (no walk).
+
+        Unmounting first matters: deleting through a mounted overlay would delete from its layers.
+        """
+        if not os.path.lexists(path):
+            return
+        for point in mounts_under(path):
+            while os.path.ismount(point):
+                _umount(Path(point))
+        if self._on_btrfs and _is_btrfs_subvolume(path):
+            with contextlib.suppress(ResetError):  # e.g. nested subvolumes: the walk below handles them
+                _run("btrfs", "subvolume", "delete", str(path))
+                return
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.lexists(path):
+            raise ResetError(f"could not delete {path}; remove it by hand (is something still using it?)")
+
+
+def _run(*command: str) -> None:
+    """Run a tool; its stderr becomes the ResetError's message (stdout chatter is dropped)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        raise ResetError(f"{command[0]} is not installed") from exc
+    if done.returncode != 0:
+        raise ResetError(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout).strip()}")
+
+
+def _is_btrfs_subvolume(path: Path) -> bool:
+    """On btrfs, a subvolume's root directory is always inode 256 (ask only about btrfs paths)."""
+    try:
+        return path.stat().st_ino == 256 and path.is_dir()
+    except FileNotFoundError:
+        return False
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
+    """mount(2) directly: a reset should not pay for starting mount(8)."""
+    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    if _libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, options.encode()) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mounting overlayfs at {target} failed: {os.strerror(err)}")
+
+
+def _umount(target: Path) -> None:
+    """Unmount; a busy mount (a process still inside it) is detached lazily so discard never hangs."""
+    if _libc.umount2(os.fsencode(target), 0) == 0:
+        return
+    err = ctypes.get_errno()
+    if err == errno.EBUSY:
+        log.warning("%s is busy; detaching it lazily", target)
+        if _libc.umount2(os.fsencode(target), _MNT_DETACH) == 0:
+            return
+        err = ctypes.get_errno()
+    raise ResetError(f"unmounting {target} failed: {os.strerror(err)}")
+
+
+def _mountinfo() -> list[tuple[str, str, str]]:
+    """(mount point, filesystem type, superblock options) of every mount in this namespace."""
+    mounts = []
+    with open("/proc/self/mountinfo") as lines:
+        for line in lines:
+            head, _, tail = line.partition(" - ")
+            fields, more = head.split(), tail.split()
+            if len(fields) < 5 or len(more) < 3:
+                continue
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            mounts.append((point, more[0], more[2]))
+    return mounts
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the filesystem ``path`` lives on (``ext4``, ``xfs``, ``btrfs``, ``overlay``...)."""
+    best, kind = "", "unknown"
+    for point, fstype, _ in _mountinfo():
+        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below ``path``, deepest first (the order they must be unmounted in)."""
+    top = str(path)
+    points = {point for point, _, _ in _mountinfo() if point == top or point.startswith(top + "/")}
+    return sorted(points, key=len, reverse=True)
+
+
+def _overlay_lowerdirs() -> set[str]:
+    """The lower directories of every overlay mounted in this mount namespace."""
+    lowers: set[str] = set()
+    for _, fstype, options in _mountinfo():
+        if fstype != "overlay":
+            continue
+        for option in options.split(","):
+            if option.startswith("lowerdir="):
+                lowers.update(option.removeprefix("lowerdir=").split(":"))
+    return lowers

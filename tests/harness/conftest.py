@@ -1,0 +1,118 @@
+"""Servers for the harness tests: real uvicorn on 127.0.0.1 with OS-chosen ports.
+
+The claims harness runs as the real ``statekit serve`` command in a subprocess, once per test
+session. It has to be a separate process anyway: the claims adapter replays vendor traffic by
+patching httpx process-wide during a step, which would also catch this process's own HTTP calls.
+The ledger harness (no database, no replay) runs in-process on a ``ThreadedServer``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import statekit
+from statekit.harness import HarnessConfig, create_app
+from statekit.servers import ThreadedServer
+
+from .helpers import LEDGER, Trace, play
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def serve_app() -> Iterator[Callable[..., str]]:
+    """Start ``create_app(HarnessConfig(...))`` on loopback; returns its URL. Stopped after the test."""
+    servers: list[ThreadedServer] = []
+
+    def start(adapter: str = LEDGER, **config: Any) -> str:
+        server = ThreadedServer(create_app(HarnessConfig(adapter, **config))).start()
+        servers.append(server)
+        return server.url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def ledger_url(serve_app: Callable[..., str]) -> str:
+    return serve_app()
+
+
+def _read_url(proc: subprocess.Popen[str], lines: list[str]) -> str:
+    """The first line ``statekit serve`` prints names its URL; keep draining output afterwards."""
+    assert proc.stdout is not None
+    url = ""
+    for line in proc.stdout:
+        lines.append(line)
+        if "serving" in line and " at http://" in line:
+            url = line.split(" at ", 1)[1].split()[0]
+            break
+    threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True).start()
+    return url
+
+
+@pytest.fixture(scope="session")
+def claims_server(pg_url: str) -> Iterator[str]:
+    """``statekit serve claims_app --db-url ... --port 0`` as a subprocess; yields its URL."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("statekit")), "serve", "claims_app", "--db-url", pg_url, "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "STATEKIT_TOKEN": ""},
+    )
+    lines: list[str] = []
+    try:
+        url = _read_url(proc, lines)
+        assert url, "statekit serve printed no URL:\n" + "".join(lines)
+        assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "healthy"
+        yield url
+    finally:
+        proc.terminate()  # SIGTERM: uvicorn shuts down gracefully and the harness closes every session
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    # uvicorn re-raises SIGTERM once it has shut down, so the exit status is "killed by SIGTERM".
+    assert proc.returncode in (0, -signal.SIGTERM), "".join(lines[-40:])
+    assert any("Application shutdown complete" in line for line in lines), "".join(lines[-40:])
+
+
+class ClaimsReference:
+    """In-process answers for the claims adapter: each seed's reference script and its trace."""
+
+    def __init__(self, env: statekit.Environment) -> None:
+        self.env = env
+        self._traces: dict[int, tuple[list[dict[str, Any]], Trace]] = {}
+
+    def script(self, seed: int) -> list[dict[str, Any]]:
+        return self._solve(seed)[0]
+
+    def trace(self, seed: int) -> Trace:
+        return self._solve(seed)[1]
+
+    def _solve(self, seed: int) -> tuple[list[dict[str, Any]], Trace]:
+        if seed not in self._traces:
+            self.env.reset(seed=seed)
+            script = self.env.adapter.reference_actions(self.env.task)
+            self._traces[seed] = (script, play(self.env, seed, script))
+        return self._traces[seed]
+
+
+@pytest.fixture(scope="session")
+def claims_reference(pg_url: str) -> Iterator[ClaimsReference]:
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        yield ClaimsReference(env)
