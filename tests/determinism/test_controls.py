@@ -54,7 +54,8 @@ env = statekit.make("claims_app", db_url=sys.argv[1])
 env.reset(seed=7, options={"task": "file_new_claim"})
 script = env.adapter.reference_actions(env.task)
 r = rollout(env, seed=7, actions=script, options={"task": "file_new_claim"})
-print(json.dumps({"digest": r.state_digest, "initial": r.initial_digest, "obs": r.observations, "rewards": r.rewards}))
+out = {"digest": r.state_digest, "initial": r.initial_digest, "obs": r.observations, "rewards": r.rewards}
+print(json.dumps(out))
 env.close()
 """
 
