@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import random
 import tempfile
 import time
@@ -109,7 +110,7 @@ def main() -> None:
                 with strategy:
                     for size in sizes:
                         key = f"bench{size}"
-                        strategy.capture(key, lambda world, size=size: build_tree(world, size))
+                        strategy.capture(key, functools.partial(build_tree, size_mb=size))
                         results[(label, method)] = results.get((label, method), {})
                         results[(label, method)][size] = time_restores(strategy, key, args.restores)
                         strategy.drop(key)

@@ -15,6 +15,7 @@ from typing import Any
 
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
+from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError
 from statekit.strategies.base import ResetStrategy, World
 
@@ -86,6 +87,14 @@ class Adapter(ABC):
     @abstractmethod
     def digest(self, world: World) -> Digest:
         """The canonical digest of ``world``."""
+
+    def dump(self, world: World) -> StateDump:
+        """The rows ``digest`` is computed from (``statekit dump``/``diff`` use it)."""
+        raise ConfigError(f"adapter {self.name!r} cannot dump its state")
+
+    def live_schema(self, world: World) -> dict[str, dict[str, str]]:
+        """``{table: {column: type}}`` of ``world`` (``statekit drift`` compares two builds with it)."""
+        return {}
 
     def task_kinds(self) -> list[str]:
         """Names of the task kinds this adapter can pose."""

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +20,9 @@ from rich.table import Table
 
 import statekit
 from statekit.digest.canonical import canonical_json
+from statekit.digest.diff import StateDiff, diff_dumps
+from statekit.digest.dump import StateDump
+from statekit.divergence import drift, first_divergence
 from statekit.errors import StatekitError
 from statekit.testing import check_controls, check_env, first_difference, reference_script, rollout
 
@@ -76,6 +80,125 @@ def cmd_record(args: argparse.Namespace) -> int:
     finally:
         probe.close()
     return 0
+
+
+def _actions(path: str | None) -> list[dict[str, Any]]:
+    """An action script: a JSON list of ``{"tool": ..., ...}`` objects (``-`` reads stdin)."""
+    if not path:
+        return []
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        actions = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise statekit.ConfigError(f"{path}: not JSON: {exc}") from exc
+    if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):
+        raise statekit.ConfigError(f"{path}: an action script is a JSON list of objects")
+    return actions
+
+
+def _task_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    return {"task": args.task} if getattr(args, "task", None) else None
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    """The canonical rows plus a per-step digest trace of an action script."""
+    actions = _actions(args.actions)
+    with _env(args) as env:
+        _, info = env.reset(seed=args.seed, options=_task_options(args))
+        trace: list[dict[str, Any]] = [{"step": 0, "digest": info["digest"]}]
+        for i, action in enumerate(actions, 1):
+            _, reward, terminated, truncated, _ = env.step(action)
+            trace.append({"step": i, "action": action, "reward": reward, "digest": env.digest_now()})
+            if terminated or truncated:
+                break
+        dump = env.dump()
+    dump.trace = trace
+    dump.meta = {
+        "adapter": args.adapter,
+        "seed": args.seed,
+        "task": info["task_kind"],
+        "steps": len(trace) - 1,
+    }
+    if args.out:
+        dump.save(args.out)
+        console.print(f"wrote {args.out}: digest {dump.digest().digest}, {len(trace) - 1} steps")
+    else:
+        print(json.dumps(dump.as_dict(), sort_keys=True, ensure_ascii=False))
+    return 0
+
+
+def _print_diff(diff: StateDiff) -> None:
+    if diff.equal:
+        console.print("[green]equal[/]: no table, row or column differs")
+        return
+    table = Table("table", "change", "key", "column", "A", "B", title="state diff (A → B)")
+    for name, t in sorted(diff.tables.items()):
+        if t.only_in:
+            table.add_row(name, f"only in {t.only_in.upper()}", "", "", "", "")
+        for row in t.removed:
+            table.add_row(name, "removed", canonical_json(row["key"]), "", _summary(row["row"], 40), "")
+        for row in t.added:
+            table.add_row(name, "added", canonical_json(row["key"]), "", "", _summary(row["row"], 40))
+        for row in t.changed:
+            for column, (left, right) in row["columns"].items():
+                key = canonical_json(row["key"])
+                table.add_row(name, "changed", key, column, _summary(left, 40), _summary(right, 40))
+    console.print(table)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    diff = diff_dumps(StateDump.load(args.a), StateDump.load(args.b))
+    if args.json:
+        print(json.dumps(diff.as_dict(), sort_keys=True, ensure_ascii=False))
+    else:
+        _print_diff(diff)
+    return 0 if diff.equal else 1
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """The first step at which two action scripts (or two builds) leave different worlds."""
+    actions_a = _actions(args.actions)
+    actions_b = _actions(args.actions_b) if args.actions_b else actions_a
+    with _env(args) as env_a, statekit.make(args.adapter_b or args.adapter, db_url=args.db_url) as env_b:
+        found = first_divergence(
+            env_a,
+            env_b,
+            seed=args.seed,
+            actions_a=actions_a,
+            actions_b=actions_b,
+            options=_task_options(args),
+        )
+    if args.json:
+        print(json.dumps(found.as_dict(), sort_keys=True, ensure_ascii=False))
+    elif found.step is None:
+        console.print(f"[green]no divergence[/] over {len(found.digests) - 1} steps")
+    else:
+        console.print(f"[red]first divergence at step {found.step}[/]")
+        console.print(f"  A: {_summary(found.actions[0], 90)}\n  B: {_summary(found.actions[1], 90)}")
+        assert found.diff is not None
+        _print_diff(found.diff)
+    return 0 if found.step is None else 1
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    """What a new build of the application changed: schema, spec coverage, initial digests."""
+    seeds = _seed_list(args.seeds)
+    with (
+        statekit.make(args.old, db_url=args.db_url) as old,
+        statekit.make(args.new, db_url=args.db_url) as new,
+    ):
+        report = drift(old, new, seeds)
+    if args.json:
+        print(json.dumps(report.as_dict(), sort_keys=True))
+    else:
+        for line in report.schema or ["schema: unchanged"]:
+            console.print(line)
+        for problem in report.coverage:
+            console.print(f"[red]coverage:[/] {problem}")
+        for seed, (a, b) in report.digests.items():
+            verdict = "[green]same[/]" if a == b else "[red]differs[/]"
+            console.print(f"seed {seed}: initial digest {verdict}  {a[:16]} -> {b[:16]}")
+    return 1 if report.drifted else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -220,6 +343,38 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--seeds", default="0-15", help="e.g. 0-15 or 7,8,11")
     record.add_argument("--no-fresh", dest="fresh", action="store_false", help="append instead of replacing")
     record.set_defaults(func=cmd_record)
+
+    dump = sub.add_parser("dump", help="canonical state dump plus a per-step digest trace")
+    common(dump)
+    dump.add_argument("--seed", type=int, required=True)
+    dump.add_argument("--actions", default=None, help="JSON list of actions to play first (- for stdin)")
+    dump.add_argument("--task", default=None, help="task kind (default: the seed's)")
+    dump.add_argument("--out", default=None, help="write here instead of stdout")
+    dump.set_defaults(func=cmd_dump)
+
+    diff = sub.add_parser("diff", help="compare two dumps: tables, rows and columns that differ")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--json", action="store_true")
+    diff.set_defaults(func=cmd_diff)
+
+    bisect = sub.add_parser("bisect", help="first step at which two action scripts or two builds diverge")
+    common(bisect)
+    bisect.add_argument("--seed", type=int, required=True)
+    bisect.add_argument("--actions", required=True, help="JSON list of actions (script A)")
+    bisect.add_argument("--actions-b", default=None, help="script B (default: script A)")
+    bisect.add_argument("--adapter-b", default=None, help="build B's adapter (default: ADAPTER)")
+    bisect.add_argument("--task", default=None)
+    bisect.add_argument("--json", action="store_true")
+    bisect.set_defaults(func=cmd_bisect)
+
+    drift_cmd = sub.add_parser("drift", help="compare two builds: schema, coverage, initial digests")
+    drift_cmd.add_argument("old", help="adapter of the current build")
+    drift_cmd.add_argument("new", help="adapter of the new build")
+    drift_cmd.add_argument("--seeds", default="7,8")
+    drift_cmd.add_argument("--db-url", default=None)
+    drift_cmd.add_argument("--json", action="store_true")
+    drift_cmd.set_defaults(func=cmd_drift)
 
     check = sub.add_parser("check", help="run the determinism checker")
     common(check)

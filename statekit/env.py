@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -14,6 +16,7 @@ from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
+from statekit.digest.dump import StateDump
 from statekit.errors import ActionError, ConfigError, ResetNeeded, StatekitError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.tools import parse_action
@@ -71,6 +74,9 @@ class Environment:
         self._step_count = 0
         self._done = False
         self._snapshots: dict[str, _Snapshot] = {}
+        self._initial_digests: dict[str, str] = {}
+        """Digest of each golden, computed on its first copy. Episodes must not write while starting
+        (``check_reset_restores`` compares this with a fresh digest), so it is also the episode's."""
         self.last_reset_cache = ""
 
     # -- the contract -------------------------------------------------------------------------
@@ -147,6 +153,22 @@ class Environment:
         episode.quiesce()
         return self.adapter.digest(self._world)
 
+    def dump(self) -> StateDump:
+        """The canonical rows of the current world (what its digest is computed from)."""
+        episode = self._require_episode()
+        assert self._world is not None
+        episode.quiesce()
+        return self.adapter.dump(self._world)
+
+    @contextmanager
+    def open_world(self, seed: int) -> Iterator[World]:
+        """A fresh copy of the seed's initial world with no episode on it (schema and drift checks)."""
+        world = self.strategy.restore(self._ensure_golden(seed))
+        try:
+            yield world
+        finally:
+            self.strategy.discard(world)
+
     def coverage_problems(self) -> list[str]:
         """Columns of the current world that the digest spec fails to cover (empty when all is well)."""
         episode = self._require_episode()
@@ -219,6 +241,8 @@ class Environment:
     ) -> tuple[JSON, dict]:
         world = self.strategy.restore(key)
         try:
+            if key not in self._initial_digests:  # a copy is byte-identical to its golden: hash it once
+                self._initial_digests[key] = self.adapter.digest(world).digest
             with controls.active(all_on=True):
                 episode = self.adapter.start_episode(world, seed=seed, options=options, task=task)
                 observation = episode.observe()
@@ -236,7 +260,7 @@ class Environment:
             "task_kind": episode.task.kind,
             "max_steps": self._max_steps(episode),
             "tools": [tool.as_dict() for tool in episode.tools],
-            "digest": self.digest_now(),
+            "digest": self._initial_digests[key],
             "clock": controls.clock.isoformat(),
         }
         return observation, info

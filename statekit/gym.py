@@ -68,7 +68,8 @@ class StatekitEnv(gymnasium.Env[str, str]):
     in-process with ``statekit.make(adapter, **make_options)`` (``db_url``, ``strategy``, ...). Or pass
     a ready ``env`` (an ``Environment`` or ``RemoteEnvironment``); it is closed with this one.
     ``reset(seed=None)`` draws the world's seed from Gymnasium's seeded generator, so one seeded reset
-    fixes the whole sequence of worlds, as Gymnasium users expect.
+    fixes the whole sequence of worlds, as Gymnasium users expect. ``info`` is statekit's, except
+    that step infos leave out the (random) ``episode_id``, which reset's info carries.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -98,6 +99,9 @@ class StatekitEnv(gymnasium.Env[str, str]):
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(decode_action(action))
+        # Gymnasium's contract (and its checker) wants step info to follow from seed and actions; the
+        # episode's random id stays in reset's info.
+        info = {key: value for key, value in info.items() if key != "episode_id"}
         return encode(observation), float(reward), terminated, truncated, info
 
     def close(self) -> None:

@@ -36,7 +36,8 @@ from statekit.contract import JSON, Task, Tool
 from statekit.determinism.replay import CANONICAL_BASE, Replay
 from statekit.digest.compute import Digest
 from statekit.digest.coverage import coverage_problems, live_columns
-from statekit.digest.postgres import connect, postgres_digest
+from statekit.digest.dump import StateDump
+from statekit.digest.postgres import connect, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec
 from statekit.errors import ConfigError
 from statekit.postgres import ServerLease
@@ -267,6 +268,13 @@ class ClaimsAdapter(Adapter):
 
     def digest(self, world: World) -> Digest:
         return postgres_digest(to_conninfo(world.location), self.spec)
+
+    def dump(self, world: World) -> StateDump:
+        return postgres_dump(to_conninfo(world.location), self.spec)
+
+    def live_schema(self, world: World) -> dict[str, dict[str, str]]:
+        with connect(to_conninfo(world.location)) as conn:
+            return live_columns(conn, self.spec.schema)
 
     def check_schema(self, world: World) -> list[str]:
         with connect(to_conninfo(world.location)) as conn:

@@ -22,6 +22,8 @@ def canonical_value(value: Any, how: str = "auto", *, where: str = "") -> Any:
     if how == "sorted" and isinstance(value, list | tuple | set | frozenset):
         items = [canonical_value(v, where=where) for v in value]
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if how == "number" and isinstance(value, Decimal | int) and not isinstance(value, bool):
+        return _number(Decimal(value))
     if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -42,6 +44,12 @@ def canonical_value(value: Any, how: str = "auto", *, where: str = "") -> Any:
     if isinstance(value, list | tuple):
         return [canonical_value(v, where=where) for v in value]
     raise SpecError(f"{where}: no canonical form for {type(value).__name__} value")
+
+
+def _number(value: Decimal) -> str:
+    """A numeric value with no trailing zeros: 25, 25.0 and 25.00 all become "25"."""
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "") else text
 
 
 def canonical_json(obj: Any) -> str:

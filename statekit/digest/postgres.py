@@ -1,6 +1,7 @@
 """Read digested state from PostgreSQL: canonical rows streamed through a server-side cursor.
 
-Memory stays flat as data grows: rows arrive in batches and are hashed as they come.
+Memory stays flat as data grows: rows arrive in batches and are hashed as they come. The same
+rows feed the digest and the dump, so a digest and a diff can never disagree.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from psycopg.types.json import set_json_loads
 from statekit.digest.canonical import canonical_value
 from statekit.digest.compute import Digest, combine, hash_rows
 from statekit.digest.coverage import check_coverage, live_columns
+from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.spec import DigestSpec, TableSpec
 
 _TEXT_TYPES = {"text", "character varying", "character", "citext"}
+KeyedRow = tuple[list[Any], dict[str, Any]]
 
 
 def connect(conninfo: str) -> psycopg.Connection[Any]:
@@ -33,29 +36,36 @@ def connect(conninfo: str) -> psycopg.Connection[Any]:
     return conn
 
 
-def iter_rows(conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec) -> Iterator[dict[str, Any]]:
-    """Canonical rows of one table, ordered by its key (text keys in byte order, whatever the locale)."""
-    types = live_columns(conn, spec.schema).get(table.name, {})
-    order = [
-        sql.SQL('{} COLLATE "C"').format(sql.Identifier(col))
-        if types.get(col) in _TEXT_TYPES
-        else sql.Identifier(col)
-        for col in table.key
-    ]
+def iter_rows(
+    conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, types: dict[str, str]
+) -> Iterator[KeyedRow]:
+    """(key values, canonical row) of one table in digest order: by key, or by content for a set.
+
+    Text columns sort with ``COLLATE "C"`` so the server's locale cannot change the order.
+    """
+
+    def order_term(col: str) -> sql.Composable:
+        ident = sql.Identifier(col)
+        return sql.SQL('{} COLLATE "C"').format(ident) if types.get(col) in _TEXT_TYPES else ident
+
+    selected = list(dict.fromkeys([*table.key, *table.columns]))
+    order = table.key if table.ordered else table.columns
     query = sql.SQL("SELECT {cols} FROM {schema}.{table} ORDER BY {order}").format(
-        cols=sql.SQL(", ").join(sql.Identifier(c) for c in table.columns),
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in selected),
         schema=sql.Identifier(spec.schema),
         table=sql.Identifier(table.name),
-        order=sql.SQL(", ").join(order),
+        order=sql.SQL(", ").join(order_term(c) for c in order),
     )
     with conn.cursor(name=f"digest_{table.name}") as cur:
         cur.itersize = 2000
         cur.execute(query)
         for raw in cur:
-            yield {
+            row = {
                 col: canonical_value(raw[col], table.canonical.get(col, "auto"), where=f"{table.name}.{col}")
                 for col in table.columns
             }
+            key = [canonical_value(raw[col], where=f"{table.name}.{col}") for col in table.key]
+            yield key, row
 
 
 def postgres_digest(conninfo: str, spec: DigestSpec, *, check: bool = True) -> Digest:
@@ -63,5 +73,27 @@ def postgres_digest(conninfo: str, spec: DigestSpec, *, check: bool = True) -> D
     with connect(conninfo) as conn, conn.transaction():
         if check:
             check_coverage(conn, spec)
-        tables = {name: hash_rows(iter_rows(conn, spec, table)) for name, table in spec.tables.items()}
+        types = live_columns(conn, spec.schema)
+        tables = {
+            name: hash_rows(row for _, row in iter_rows(conn, spec, table, types.get(name, {})))
+            for name, table in spec.tables.items()
+        }
     return combine(tables)
+
+
+def postgres_dump(conninfo: str, spec: DigestSpec) -> StateDump:
+    """The rows the digest is computed from, table by table (coverage is checked first)."""
+    with connect(conninfo) as conn, conn.transaction():
+        check_coverage(conn, spec)
+        types = live_columns(conn, spec.schema)
+        tables = {
+            name: TableDump(
+                key=list(table.key),
+                ordered=table.ordered,
+                rows=[
+                    {"key": key, "row": row} for key, row in iter_rows(conn, spec, table, types.get(name, {}))
+                ],
+            )
+            for name, table in spec.tables.items()
+        }
+    return StateDump(tables=tables)

@@ -4,10 +4,11 @@
     schema = "public"
 
     [tables.claims]
-    key = ["reference"]                       # row order (and identity, for diffs)
+    key = ["reference"]                       # row order and identity (may be an excluded surrogate id)
+    ordered = true                            # false: rows are a set, ordered and matched by content
     include = ["reference", "status", "amount"]
     exclude = { created_at = "audit timestamp from the database clock" }
-    canonical = { amount = "decimal" }         # optional; otherwise chosen by value type
+    canonical = { amount = "number" }          # optional: "number" makes 25 and 25.0 equal
 
     [ignored_tables]
     sessions = "login tokens: session rows change with every login"
@@ -26,7 +27,7 @@ from typing import Any
 from statekit.errors import SpecError
 
 SPEC_FORMAT = 1
-CANONICALISERS = frozenset({"auto", "decimal", "timestamp", "date", "json", "sorted"})
+CANONICALISERS = frozenset({"auto", "decimal", "number", "timestamp", "date", "json", "sorted"})
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class TableSpec:
     include: tuple[str, ...]
     exclude: dict[str, str]
     canonical: dict[str, str]
+    ordered: bool = True
+    """False: rows are a set. They are ordered by their content, and diffs match rows by content."""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -82,7 +85,7 @@ class DigestSpec:
         for name, raw in raw_tables.items():
             if not isinstance(raw, dict):
                 raise fail(f"tables.{name} must be a table")
-            unknown = set(raw) - {"key", "include", "exclude", "canonical"}
+            unknown = set(raw) - {"key", "include", "exclude", "canonical", "ordered"}
             if unknown:
                 raise fail(f"tables.{name}: unknown field(s) {sorted(unknown)}")
             include = raw.get("include")
@@ -111,5 +114,10 @@ class DigestSpec:
                     raise fail(f"tables.{name}.canonical.{column}: column is not included")
             if name in ignored:
                 raise fail(f"table {name!r} is both digested and ignored")
-            tables[name] = TableSpec(name, tuple(key), tuple(include), dict(exclude), dict(canonical))
+            ordered = raw.get("ordered", True)
+            if not isinstance(ordered, bool):
+                raise fail(f"tables.{name}.ordered must be true or false")
+            tables[name] = TableSpec(
+                name, tuple(key), tuple(include), dict(exclude), dict(canonical), ordered
+            )
         return cls(schema=schema, tables=tables, ignored_tables=dict(ignored), source=source)

@@ -63,7 +63,8 @@ def serve(
     server = uvicorn.Server(
         uvicorn.Config(app, log_level=log_level, ws_max_size=config.max_body_bytes, lifespan="on")
     )
-    announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv WebSocket: {url}/ws)")
+    ws = url.replace("http://", "ws://", 1)
+    announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv's WebSocket protocol: {ws}/ws)")
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:

@@ -14,6 +14,8 @@ import socket
 
 _KEY = re.compile(r"^[a-z0-9]{1,40}$")
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+_COPIES = itertools.count(1)
+"""Process-wide: several strategies in one process (the harness's sessions) must never pick one name."""
 
 
 def check_key(key: str) -> str:
@@ -28,16 +30,15 @@ class CopyNamer:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self._counter = itertools.count(1)
 
     def golden(self, key: str) -> str:
         return f"{self.prefix}_g_{check_key(key)}"
 
     def building(self, key: str) -> str:
-        return f"{self.prefix}_b_{HOST_TAG}_{os.getpid()}_{check_key(key)}"
+        return f"{self.prefix}_b_{HOST_TAG}_{os.getpid()}_{next(_COPIES)}_{check_key(key)}"
 
     def episode(self) -> str:
-        return f"{self.prefix}_e_{HOST_TAG}_{os.getpid()}_{next(self._counter)}"
+        return f"{self.prefix}_e_{HOST_TAG}_{os.getpid()}_{next(_COPIES)}"
 
     def is_orphan(self, name: str) -> bool:
         """A build or episode copy made on this host by a process that no longer exists."""

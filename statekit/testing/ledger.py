@@ -14,7 +14,8 @@ from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, Task, Tool
-from statekit.digest.compute import Digest, combine, hash_rows
+from statekit.digest.compute import Digest
+from statekit.digest.dump import StateDump, TableDump
 from statekit.errors import ConfigError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.memory import InMemory
@@ -130,10 +131,21 @@ class LedgerAdapter(Adapter):
             }
         return LedgerEpisode(store, task)
 
-    def digest(self, world: World) -> Digest:
+    def dump(self, world: World) -> StateDump:
         store = world.handle
-        accounts = [{"name": k, "cents": v} for k, v in sorted(store["accounts"].items())]
-        return combine({"accounts": hash_rows(accounts), "journal": hash_rows(store["journal"])})
+        accounts = [
+            {"key": [k], "row": {"name": k, "cents": v}} for k, v in sorted(store["accounts"].items())
+        ]
+        journal = [{"key": [i], "row": entry} for i, entry in enumerate(store["journal"])]
+        return StateDump(
+            tables={
+                "accounts": TableDump(key=["name"], ordered=True, rows=accounts),
+                "journal": TableDump(key=["position"], ordered=True, rows=journal),
+            }
+        )
+
+    def digest(self, world: World) -> Digest:
+        return self.dump(world).digest()
 
     def task_kinds(self) -> list[str]:
         return ["transfer"]

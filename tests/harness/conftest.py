@@ -66,7 +66,15 @@ def _read_url(proc: subprocess.Popen[str], lines: list[str]) -> str:
 def claims_server(pg_url: str) -> Iterator[str]:
     """``statekit serve claims_app --db-url ... --port 0`` as a subprocess; yields its URL."""
     proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("statekit")), "serve", "claims_app", "--db-url", pg_url, "--port", "0"],
+        [
+            str(Path(sys.executable).with_name("statekit")),
+            "serve",
+            "claims_app",
+            "--db-url",
+            pg_url,
+            "--port",
+            "0",
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -191,7 +191,8 @@ def test_a_killed_process_leaves_nothing_after_the_next_start(fs_root: Path, met
     half_built = os.listdir(fs_root / "building")
     assert len(half_built) == 1
 
-    with CowFilesystem(fs_root, method=method) as after:
+    after = CowFilesystem(fs_root, method=method)
+    with after:
         assert sorted(after.swept) == sorted([*(os.path.basename(c) for c in copies), *half_built])
         assert mounts_under(fs_root) == []
         for folder in ("copies", "upper", "building"):

@@ -1,0 +1,150 @@
+"""Sessions: isolated from each other, bounded in number, and closed (worlds and all) when idle."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+import statekit
+from statekit.harness import HarnessConfig, create_app
+from statekit.harness.errors import ApiError
+from statekit.harness.sessions import SessionPool
+from statekit.postgres import PostgresServer
+from statekit.servers import ThreadedServer
+from statekit.strategies.naming import HOST_TAG
+
+from .helpers import LEDGER
+
+
+class FakeClock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def pool(clock: FakeClock) -> Iterator[SessionPool]:
+    made = SessionPool(lambda: statekit.make(LEDGER), max_sessions=3, idle_timeout=60, clock=clock)
+    yield made
+    made.close_all()
+
+
+def test_sessions_never_share_state(ledger_url: str) -> None:
+    with httpx.Client(base_url=ledger_url) as http:
+        a = http.post("/reset", json={"seed": 4}).json()
+        b = http.post("/reset", json={"seed": 4}).json()
+        assert a["session_id"] != b["session_id"] and a["info"]["digest"] == b["info"]["digest"]
+        accounts = http.post("/step", json={"session_id": a["session_id"], "action": {"tool": "balances"}})
+        source, target = sorted(accounts.json()["observation"]["accounts"])[:2]
+        move = {"tool": "transfer", "source": source, "target": target, "cents": 1}
+        http.post("/step", json={"session_id": a["session_id"], "action": move})
+        digest_a = http.get("/state", params={"session_id": a["session_id"]}).json()["digest"]
+        digest_b = http.get("/state", params={"session_id": b["session_id"]}).json()["digest"]
+    assert digest_a != a["info"]["digest"], "the transfer changed session a's world"
+    assert digest_b == b["info"]["digest"], "session b's world is untouched"
+
+
+def test_max_sessions_is_a_clear_429_and_closing_frees_a_slot(serve_app: Callable[..., str]) -> None:
+    with httpx.Client(base_url=serve_app(max_sessions=2)) as http:
+        first = http.post("/reset", json={"seed": 1}).json()["session_id"]
+        http.post("/reset", json={"seed": 2})
+        full = http.post("/reset", json={"seed": 3})
+        assert full.status_code == 429
+        error = full.json()["error"]
+        assert error["code"] == "too_many_sessions" and "DELETE /session" in error["message"]
+        assert http.post("/reset", json={"session_id": first, "seed": 3}).status_code == 200, (
+            "resets still work"
+        )
+        http.delete("/session", params={"session_id": first})
+        assert http.post("/reset", json={"seed": 3}).status_code == 200
+
+
+def test_idle_sessions_are_reaped_with_their_databases(pg_url: str, pg_cluster: PostgresServer) -> None:
+    clock = FakeClock()
+    app = create_app(HarnessConfig("claims_app", db_url=pg_url, idle_timeout=60), clock=clock)
+    mine = f"skclaims_e_{HOST_TAG}_"
+
+    def episode_databases() -> set[str]:
+        return {name for name in pg_cluster.databases(mine) if f"_{os.getpid()}_" in name}
+
+    before = episode_databases()
+    with ThreadedServer(app) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        kept = http.post("/reset", json={"seed": 7}).json()["session_id"]
+        idle = http.post("/reset", json={"seed": 7}).json()["session_id"]
+        assert len(episode_databases() - before) == 2
+        clock.now += 30
+        http.get("/state", params={"session_id": kept})  # used: its idle time starts again
+        clock.now += 45
+        assert app.state.sessions.reap() == [idle]
+        assert len(episode_databases() - before) == 1, "the reaped session's database is dropped"
+        expired = http.get("/state", params={"session_id": idle})
+        assert expired.status_code == 410 and expired.json()["error"]["code"] == "session_expired"
+        assert http.get("/state", params={"session_id": kept}).status_code == 200
+    assert episode_databases() == before, "shutting the server down closes every session"
+
+
+def test_the_reaper_runs_by_itself(clock: FakeClock) -> None:
+    app = create_app(HarnessConfig(LEDGER, idle_timeout=1), clock=clock)
+    with ThreadedServer(app) as server, httpx.Client(base_url=server.url) as http:
+        http.post("/reset", json={"seed": 1})
+        assert http.get("/health").json()["sessions"] == 1
+        clock.now += 5
+        deadline = time.monotonic() + 30
+        while http.get("/health").json()["sessions"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert http.get("/health").json()["sessions"] == 0
+
+
+def test_a_session_in_a_call_is_not_reaped(pool: SessionPool, clock: FakeClock) -> None:
+    session = pool.open()
+    clock.now += 120
+    with pool.use(session.id):
+        clock.now += 120
+        assert pool.reap() == []
+    clock.now += 59
+    assert pool.reap() == [], "idle time counts from the end of the last call"
+    clock.now += 2
+    assert pool.reap() == [session.id]
+
+
+def test_websocket_sessions_live_as_long_as_their_connection(pool: SessionPool, clock: FakeClock) -> None:
+    pinned = pool.open(pinned=True)
+    clock.now += 10_000
+    assert pool.reap() == []
+    pool.close(pinned.id)
+    with pytest.raises(ApiError) as gone:
+        pool.close(pinned.id)
+    assert gone.value.status == 404
+
+
+def test_an_idle_timeout_of_zero_never_reaps(clock: FakeClock) -> None:
+    forever = SessionPool(lambda: statekit.make(LEDGER), max_sessions=1, idle_timeout=0, clock=clock)
+    session = forever.open()
+    clock.now += 10**9
+    assert forever.reap() == []
+    with forever.use(session.id):
+        pass
+    forever.close_all()
+
+
+def test_a_full_pool_refuses_and_close_all_empties_it(clock: FakeClock) -> None:
+    pool = SessionPool(lambda: statekit.make(LEDGER), max_sessions=1, idle_timeout=0, clock=clock)
+    pool.open()
+    with pytest.raises(ApiError) as full:
+        pool.open()
+    assert full.value.status == 429
+    pool.close_all()
+    assert len(pool) == 0
