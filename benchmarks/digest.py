@@ -85,9 +85,8 @@ def main() -> None:
     console.print(table)
     if len(results) >= 2:
         (_, s0, t0, m0, r0), (_, s1, t1, m1, r1) = results[0], results[-1]
-        console.print(
-            f"{s1 / s0:.1f}x the data, {r1 / r0:.1f}x the rows: {t1 / t0:.1f}x the time, {m1 / m0:.2f}x the peak memory"
-        )
+        growth = f"{s1 / s0:.1f}x the data, {r1 / r0:.1f}x the rows"
+        console.print(f"{growth}: {t1 / t0:.1f}x the time, {m1 / m0:.2f}x the peak memory")
 
 
 if __name__ == "__main__":

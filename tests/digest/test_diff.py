@@ -64,7 +64,8 @@ def _world(server: PostgresServer, name: str, *statements: str) -> str:
         )
         conn.execute("CREATE TABLE tags (id serial PRIMARY KEY, label text, weight numeric(6,2))")
         conn.execute(
-            "INSERT INTO items (sku, name, price) VALUES ('a', 'apple', 1.00), ('b', 'bean', 2.00), ('c', 'corn', 3.00)"
+            "INSERT INTO items (sku, name, price)"
+            " VALUES ('a', 'apple', 1.00), ('b', 'bean', 2.00), ('c', 'corn', 3.00)"
         )
         conn.execute("INSERT INTO tags (label, weight) VALUES ('fresh', 1), ('local', 2.5)")
         for statement in statements:
