@@ -311,7 +311,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
     )
-    serve(config, host=args.host, port=args.port)
+    serve(config, host=args.host, port=args.port, uds=args.uds)
     return 0
 
 
@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000, help="0 lets the system choose (the URL is printed)")
     serve.add_argument("--token", default=None, help="require this bearer token (or set $STATEKIT_TOKEN)")
     serve.add_argument("--max-sessions", type=int, default=8, help="open sessions at most; more get HTTP 429")
+    serve.add_argument("--uds", default=None, help="serve on this Unix socket instead of TCP")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="close after N idle s; 0: never")
     serve.set_defaults(func=cmd_serve)
     return parser

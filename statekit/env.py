@@ -240,13 +240,17 @@ class Environment:
         self, key: str, seed: int, options: dict[str, JSON], *, task: Task | None, controls: Controls
     ) -> tuple[JSON, dict]:
         world = self.strategy.restore(key)
+        episode: Episode | None = None
         try:
-            if key not in self._initial_digests:  # a copy is byte-identical to its golden: hash it once
-                self._initial_digests[key] = self.adapter.digest(world).digest
             with controls.active(all_on=True):
                 episode = self.adapter.start_episode(world, seed=seed, options=options, task=task)
                 observation = episode.observe()
+            if key not in self._initial_digests:  # a copy is byte-identical to its golden: hash it once
+                episode.quiesce()
+                self._initial_digests[key] = self.adapter.digest(world).digest
         except BaseException:
+            if episode is not None:
+                episode.close()
             self.strategy.discard(world)
             raise
         self._world, self._episode, self._controls = world, episode, controls

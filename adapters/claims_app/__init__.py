@@ -10,18 +10,25 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+import warnings
+import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from fastapi.testclient import TestClient
 from sqlalchemy import select
+
+with warnings.catch_warnings():  # starlette deprecates httpx in its TestClient; it still works
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 import examples.claims_app as app_pkg
+from adapters.claims_app.image import ensure_image
+from adapters.claims_app.remote import RemoteEpisode, harness_ready
 from adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
 from adapters.claims_app.tools import TOOLS, to_request
 from adapters.claims_app.vendors import live_vendors
@@ -43,6 +50,7 @@ from statekit.errors import ConfigError
 from statekit.postgres import ServerLease
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
 from statekit.strategies.pg_template import PostgresTemplate
 
 BUILDER_VERSION = "2"
@@ -153,7 +161,7 @@ class ClaimsAdapter(Adapter):
     """
 
     name = "claims_app"
-    strategies = ("template",)
+    strategies = ("template", "container")
     controls = ("jobs", "outbound")
     probe_tasks = {  # filing a claim makes new ids, a fraud job and two vendor calls; triage writes times
         "clock": "triage_overdue",
@@ -179,6 +187,8 @@ class ClaimsAdapter(Adapter):
         self.record = record
         self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
         self.spec = DigestSpec.load(SPEC_PATH)
+        self.mode = "template"
+        self._remote: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
 
     def fingerprint(self) -> dict[str, str]:
         return {
@@ -189,10 +199,16 @@ class ClaimsAdapter(Adapter):
         }
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name != "template":
-            raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
-        lease = ServerLease(options.get("db_url"))
-        return PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
+        if name == "template":
+            lease = ServerLease(options.get("db_url"))
+            return PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
+        if name == "container":
+            if self.scale != 1 or self.record or self.vendors_url:
+                raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
+            client = docker_client()
+            self.mode = "container"
+            return ContainerPerEpisode(ensure_image(client), ready=harness_ready, client=client)
+        raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
 
     @contextmanager
     def live_services(self) -> Iterator[dict[str, Any]]:
@@ -217,6 +233,11 @@ class ClaimsAdapter(Adapter):
         return CANONICAL_BASE, Replay(self.cassette(seed))
 
     def build_world(self, world: World, seed: int) -> None:
+        if self.mode == "container":  # build the seed's golden inside; the container is then committed
+            exec_in(
+                world, ["python", "-m", "statekit.cli", "digest", self.name, "--seed", str(seed), "--json"]
+            )
+            return
         engine = make_engine(world.location)
         try:
             create_schema(engine)
@@ -232,6 +253,12 @@ class ClaimsAdapter(Adapter):
     def start_episode(
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
     ) -> Episode:
+        if self.mode == "container":
+            if task is not None:
+                raise ConfigError("forks (snapshot/restore) need the template strategy")
+            remote = RemoteEpisode(world, seed=seed, options=options)
+            self._remote[world.id] = remote
+            return remote
         engine = make_engine(world.location)
         try:
             with make_session_factory(engine)() as session:
@@ -267,9 +294,13 @@ class ClaimsAdapter(Adapter):
         )
 
     def digest(self, world: World) -> Digest:
+        if self.mode == "container":
+            return Digest(digest=self._remote[world.id].digest(), tables={})
         return postgres_digest(to_conninfo(world.location), self.spec)
 
     def dump(self, world: World) -> StateDump:
+        if self.mode == "container":
+            raise ConfigError("dumps are taken with the template strategy")
         return postgres_dump(to_conninfo(world.location), self.spec)
 
     def live_schema(self, world: World) -> dict[str, dict[str, str]]:
@@ -277,6 +308,8 @@ class ClaimsAdapter(Adapter):
             return live_columns(conn, self.spec.schema)
 
     def check_schema(self, world: World) -> list[str]:
+        if self.mode == "container":
+            return []  # the harness inside checks coverage with every digest
         with connect(to_conninfo(world.location)) as conn:
             uncovered, unknown = coverage_problems(live_columns(conn, self.spec.schema), self.spec)
         return uncovered + unknown
@@ -285,7 +318,11 @@ class ClaimsAdapter(Adapter):
         return sorted(KINDS)
 
     def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
-        assert isinstance(task, ClaimsTask)
+        if not isinstance(task, ClaimsTask):
+            raise ConfigError(
+                "reference scripts need the template strategy (a task's facts stay in its container)"
+            )
+
         return KINDS[task.kind].reference(task.facts)
 
     def declared_tools(self) -> list[Tool]:

@@ -49,10 +49,19 @@ def serve(
     port: int = 8000,
     log_level: str = "info",
     announce: Callable[[str], None] = lambda line: print(line, flush=True),
+    uds: str | None = None,
 ) -> None:
-    """Serve ``config`` until interrupted; on shutdown every session and its worlds are closed."""
+    """Serve ``config`` until interrupted; on shutdown every session and its worlds are closed.
+
+    ``uds`` serves on a Unix socket instead of TCP: a container with no network at all is driven
+    that way, through a socket file in a directory the host mounts.
+    """
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
     app = create_app(config)
+    if uds is not None:
+        announce(f"statekit: serving {config.adapter_name} on unix socket {uds}")
+        uvicorn.Server(uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on")).run()
+        return
     sock = bind(host, port)
     url = url_of(sock)
     if config.token is None and not ipaddress.ip_address(sock.getsockname()[0]).is_loopback:

@@ -45,10 +45,11 @@ class CopyNamer:
         match = re.match(rf"^{re.escape(self.prefix)}_[be]_([0-9a-f]{{6}})_(\d+)_", name)
         if not match or match.group(1) != HOST_TAG:
             return False
-        return not _pid_alive(int(match.group(2)))
+        return not pid_alive(int(match.group(2)))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
     if pid == os.getpid():
         return True
     try:

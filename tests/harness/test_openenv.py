@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from openenv.core import GenericEnvClient
@@ -45,7 +46,7 @@ def test_openenv_client_authenticates_with_the_token_in_the_url(serve_app: Calla
             client.close()
 
 
-async def _exchange(url: str, messages: list[str]) -> list[dict[str, object]]:
+async def _exchange(url: str, messages: list[str]) -> list[dict[str, Any]]:
     async with connect(url.replace("http://", "ws://") + "/ws") as socket:
         replies = []
         for message in messages:
@@ -71,7 +72,7 @@ def test_bad_messages_get_openenv_error_replies_and_the_session_survives(ledger_
             ],
         )
     )
-    codes = [r["data"].get("code") if r["type"] == "error" else r["type"] for r in replies]  # type: ignore[union-attr]
+    codes = [r["data"].get("code") if r["type"] == "error" else r["type"] for r in replies]
     assert codes == [
         "EXECUTION_ERROR",  # step before reset
         "INVALID_JSON",
@@ -85,23 +86,23 @@ def test_bad_messages_get_openenv_error_replies_and_the_session_survives(ledger_
     ]
     assert "reset" in str(replies[0]["data"])
     unknown_tool = replies[6]["data"]
-    assert unknown_tool["observation"]["error"]["code"] == "unknown_tool"  # type: ignore[index]
-    assert replies[8]["data"]["step_count"] == 1  # type: ignore[index]
+    assert unknown_tool["observation"]["error"]["code"] == "unknown_tool"
+    assert replies[8]["data"]["step_count"] == 1
 
 
 def test_a_full_server_refuses_a_socket_with_capacity_reached(serve_app: Callable[..., str]) -> None:
     url = serve_app(max_sessions=1)
 
-    async def second_while_first_is_open() -> dict[str, object]:
+    async def second_while_first_is_open() -> dict[str, Any]:
         ws = url.replace("http://", "ws://") + "/ws"
         async with connect(ws) as first:
             await first.send('{"type": "reset", "data": {"seed": 1}}')
             await first.recv()
             async with connect(ws) as second:
-                return json.loads(await second.recv())  # type: ignore[no-any-return]
+                return json.loads(await second.recv())
 
     reply = asyncio.run(second_while_first_is_open())
-    assert reply["type"] == "error" and reply["data"]["code"] == "CAPACITY_REACHED"  # type: ignore[index]
+    assert reply["type"] == "error" and reply["data"]["code"] == "CAPACITY_REACHED"
 
 
 def test_an_unauthenticated_socket_is_refused_before_it_opens(serve_app: Callable[..., str]) -> None:

@@ -1,0 +1,18 @@
+# The claims environment image: the application, its embedded PostgreSQL and the statekit harness.
+# Everything the app talks to lives inside; the build is offline: wheels come from a wheelhouse built
+# on the host from images/claims-requirements.txt (exact pins), the base image from debootstrap.
+ARG BASE=statekit/base:bookworm
+FROM ${BASE}
+COPY wheelhouse /tmp/wheelhouse
+RUN python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-index --find-links /tmp/wheelhouse -r /tmp/wheelhouse/requirements.txt \
+ && rm -rf /tmp/wheelhouse /root/.cache
+COPY src /app
+ENV PATH=/opt/venv/bin:/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONPATH=/app \
+    PYTHONHASHSEED=0 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    TZ=UTC \
+    STATEKIT_HOME=/var/lib/statekit
+WORKDIR /app
+ENTRYPOINT ["python", "-m", "statekit.cli", "serve", "claims_app", "--uds", "/run/statekit/harness.sock"]

@@ -1,0 +1,220 @@
+"""ContainerPerEpisode: one container per episode, from an image pinned by its digest.
+
+- capture(key, builder): start a container from the base image, let the builder fill it (through
+  ``docker exec``), stop it cleanly and ``docker commit`` it as the golden image ``statekit-golden:KEY``;
+  capture(key, live_world) commits a running episode container (a fork).
+- restore(key): start a container from the golden's image id (never a floating tag) with
+  ``--network none``, memory, CPU and pid limits, optionally a read-only root; wait until ``ready``.
+- discard: remove the container (forced) and its socket directory.
+
+Containers carry the label ``statekit.owner=HOST:PID``; a new strategy removes the containers of dead
+processes on this host at start, so a crash never leaves containers behind. The host talks to a
+container through a Unix socket in a bind-mounted directory: with no network at all there is no port
+to publish, and a socket file is reachable only by this machine's processes.
+
+We use the Docker SDK rather than testcontainers: the strategy needs commit, labels, exec and the
+sweep, which testcontainers wraps only partly, and it adds nothing for readiness that a socket poll
+does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from statekit.errors import ConfigError, ResetError
+from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.naming import HOST_TAG, CopyNamer, check_key, pid_alive
+
+log = logging.getLogger(__name__)
+OWNER_LABEL = "statekit.owner"
+GOLDEN_REPO = "statekit-golden"
+SOCKET_DIR = "/run/statekit"
+"""Where a container finds the host-mounted directory for its Unix socket."""
+
+
+def docker_client() -> Any:
+    """A Docker SDK client, or a ConfigError that says how to get an engine."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise ConfigError(
+            "the container strategy needs the Docker SDK: pip install 'statekit[docker]'"
+        ) from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise ConfigError(
+            f"no Docker engine is answering ({exc}); start one (scripts/docker-engine.sh as root)"
+        ) from exc
+    return client
+
+
+class ContainerPerEpisode(ResetStrategy):
+    """Worlds are containers. ``World.location`` is the host path of the container's socket dir."""
+
+    name = "container"
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        command: list[str] | None = None,
+        ready: Callable[[World], bool] | None = None,
+        ready_timeout: float = 60.0,
+        mem_limit: str = "1g",
+        cpus: float = 1.0,
+        pids_limit: int = 256,
+        read_only: bool = False,
+        environment: dict[str, str] | None = None,
+        tmpfs: dict[str, str] | None = None,
+        client: Any = None,
+    ) -> None:
+        self.client = client or docker_client()
+        try:
+            self.image_id = str(self.client.images.get(image).id)  # pin the digest once, up front
+        except Exception as exc:
+            raise ConfigError(f"image {image!r} not found; build it first ({exc})") from exc
+        self.command = command
+        self.ready = ready
+        self.ready_timeout = ready_timeout
+        self.run_options: dict[str, Any] = {
+            "network_mode": "none",
+            "init": True,  # a tiny init as PID 1 forwards SIGTERM, so a clean stop is quick
+            "mem_limit": mem_limit,
+            "nano_cpus": int(cpus * 1e9),
+            "pids_limit": pids_limit,
+            "read_only": read_only,
+            "environment": dict(environment or {}),
+            "tmpfs": dict(tmpfs or ({"/tmp": "rw,size=256m"} if read_only else {})),
+        }
+        self.names = CopyNamer("skc")
+        self.owner = f"{HOST_TAG}:{os.getpid()}"
+        self._sockets = Path(tempfile.mkdtemp(prefix="statekit-containers-"))
+        self._sockets.chmod(0o755)
+        self.swept = self.sweep_orphans()
+
+    # -- housekeeping -------------------------------------------------------------------------
+    def sweep_orphans(self) -> list[str]:
+        """Remove containers of dead statekit processes on this host."""
+        removed = []
+        for container in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+            host, _, pid = str(container.labels.get(OWNER_LABEL, "")).partition(":")
+            if host == HOST_TAG and pid.isdigit() and not pid_alive(int(pid)):
+                log.warning("removing orphan container %s", container.name)
+                container.remove(force=True)
+                removed.append(str(container.name))
+        return removed
+
+    def golden_tag(self, key: str) -> str:
+        return f"{GOLDEN_REPO}:{check_key(key)}"
+
+    # -- the three verbs ----------------------------------------------------------------------
+    def has(self, key: str) -> bool:
+        try:
+            self.client.images.get(self.golden_tag(key))
+        except Exception:
+            return False
+        return True
+
+    def capture(self, key: str, source: Builder | World) -> None:
+        if self.has(key):
+            return
+        if isinstance(source, World):
+            self._commit(source.handle, key)
+            return
+        world = self._start(self.image_id)
+        try:
+            source(world)
+            world.handle.stop(timeout=30)  # a clean stop: databases inside shut down and flush
+            self._commit(world.handle, key)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise ResetError(f"building golden image {self.golden_tag(key)} failed: {exc}") from exc
+        finally:
+            self.discard(world)
+
+    def restore(self, key: str) -> World:
+        try:
+            image = self.client.images.get(self.golden_tag(key))
+        except Exception as exc:
+            raise ResetError(f"no golden image {self.golden_tag(key)}; capture it first") from exc
+        return self._start(str(image.id))
+
+    def discard(self, world: World) -> None:
+        with contextlib.suppress(Exception):  # already gone
+            self.client.containers.get(world.id).remove(force=True)
+        shutil.rmtree(world.location, ignore_errors=True)
+
+    def drop(self, key: str) -> None:
+        with contextlib.suppress(Exception):  # never captured, or already dropped
+            self.client.images.remove(self.golden_tag(key), force=True)
+
+    def close(self) -> None:
+        for container in self.client.containers.list(
+            all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"}
+        ):
+            container.remove(force=True)
+        shutil.rmtree(self._sockets, ignore_errors=True)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _commit(self, container: Any, key: str) -> None:
+        repo, tag = self.golden_tag(key).split(":")
+        container.commit(repository=repo, tag=tag, changes=["LABEL statekit.golden=1"])
+
+    def _start(self, image_id: str) -> World:
+        name = self.names.episode()
+        sockets = self._sockets / name
+        sockets.mkdir(mode=0o777)
+        sockets.chmod(0o777)
+        container = self.client.containers.run(
+            image_id,
+            command=self.command,
+            name=name,
+            detach=True,
+            labels={OWNER_LABEL: self.owner},
+            volumes={str(sockets): {"bind": SOCKET_DIR, "mode": "rw"}},
+            **self.run_options,
+        )
+        world = World(id=str(container.id), location=str(sockets), handle=container)
+        try:
+            self._wait_ready(world)
+        except BaseException:
+            self.discard(world)
+            raise
+        return world
+
+    def _wait_ready(self, world: World) -> None:
+        if self.ready is None:
+            return
+        deadline = time.monotonic() + self.ready_timeout
+        while not self.ready(world):
+            world.handle.reload()
+            if world.handle.status in ("exited", "dead"):
+                logs = world.handle.logs(tail=30).decode(errors="replace")
+                raise ResetError(f"container {world.handle.name} exited before it was ready:\n{logs}")
+            if time.monotonic() > deadline:
+                raise ResetError(f"container {world.handle.name} not ready after {self.ready_timeout:.0f} s")
+            time.sleep(0.05)
+
+
+def exec_in(world: World, command: list[str], *, environment: dict[str, str] | None = None) -> str:
+    """Run ``command`` in a world's container; its output, or a ResetError with the output on failure."""
+    result = world.handle.exec_run(command, environment=environment or {})
+    output = (
+        result.output.decode(errors="replace") if isinstance(result.output, bytes) else str(result.output)
+    )
+    if result.exit_code != 0:
+        raise ResetError(
+            f"{' '.join(command)} exited {result.exit_code} in {world.handle.name}:\n{output[-2000:]}"
+        )
+    return output

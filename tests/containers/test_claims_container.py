@@ -1,0 +1,60 @@
+"""The claims environment with one container per episode: same digests as the template strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import statekit
+from statekit.strategies.container import ContainerPerEpisode
+from statekit.strategies.prewarmed import Prewarmed
+from statekit.testing import rollout
+
+pytestmark = pytest.mark.docker
+TASK = {"task": "file_new_claim"}
+
+
+@pytest.fixture(scope="module")
+def reference(pg_url: str) -> tuple[list[dict], object]:
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        env.reset(seed=7, options=TASK)
+        script = env.adapter.reference_actions(env.task)
+        return script, rollout(env, seed=7, actions=script, options=TASK)
+
+
+@pytest.fixture(scope="module")
+def container_env() -> Iterator[statekit.Environment]:
+    with statekit.make("claims_app", strategy="container", prewarm=1) as env:
+        yield env
+
+
+def test_a_seed_digest_is_the_same_whichever_strategy_served_it(
+    reference: tuple[list[dict], object], container_env: statekit.Environment
+) -> None:
+    script, expected = reference
+    got = rollout(container_env, seed=7, actions=script, options=TASK)
+    assert got == expected, "digests, observations and rewards match the template strategy"
+    assert got.rewards[-1] == 1.0
+
+
+def test_episode_containers_are_pinned_and_offline(container_env: statekit.Environment) -> None:
+    container_env.reset(seed=7, options=TASK)
+    strategy = container_env.strategy
+    assert isinstance(strategy, Prewarmed) and isinstance(strategy.inner, ContainerPerEpisode)
+    world = container_env._world
+    assert world is not None
+    config = world.handle.attrs
+    assert config["HostConfig"]["NetworkMode"] == "none"
+    assert config["Image"].startswith("sha256:"), "started from an image id, never a floating tag"
+    assert config["Config"]["Image"].startswith("sha256:")
+
+
+def test_forks_and_unknown_strategies_are_clear_errors(container_env: statekit.Environment) -> None:
+    container_env.reset(seed=7)
+    with pytest.raises(statekit.ConfigError, match="need the template strategy"):
+        container_env.restore(container_env.snapshot())
+    with pytest.raises(
+        statekit.ConfigError, match=r"offers strategies \['template', 'container'\], not 'vm'"
+    ):
+        statekit.make("claims_app", strategy="vm")
