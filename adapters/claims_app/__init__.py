@@ -8,8 +8,6 @@ HTTP API as tools, drains its background jobs inside ``step``, and scores tasks 
 from __future__ import annotations
 
 import hashlib
-import shutil
-import tempfile
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -30,7 +28,7 @@ import examples.claims_app as app_pkg
 from adapters.claims_app.image import ensure_image
 from adapters.claims_app.remote import RemoteEpisode, harness_ready
 from adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
-from adapters.claims_app.tools import TOOLS, to_request
+from adapters.claims_app.tools import TOOLS, to_request, upload_of
 from adapters.claims_app.vendors import live_vendors
 from examples.claims_app import fixtures, services
 from examples.claims_app.api import create_app
@@ -41,19 +39,24 @@ from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, Task, Tool
 from statekit.determinism.replay import CANONICAL_BASE, Replay
-from statekit.digest.compute import Digest
+from statekit.digest.compute import Digest, combine
 from statekit.digest.coverage import coverage_problems, live_columns
 from statekit.digest.dump import StateDump
+from statekit.digest.files import TABLE_PREFIX as FILES_PREFIX
+from statekit.digest.files import file_dump, file_tables
 from statekit.digest.postgres import connect, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec
-from statekit.errors import ConfigError
+from statekit.errors import ConfigError, SpecError
 from statekit.postgres import ServerLease
+from statekit.postgres.embedded import statekit_home
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.composite import Composite
 from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
+from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.pg_template import PostgresTemplate
 
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "3"
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = ROOT / "digests" / "claims_app.toml"
 CASSETTE_DIR = ROOT / "replay_cassettes" / "claims_app"
@@ -128,7 +131,9 @@ class ClaimsEpisode(Episode):
 
     def _request(self, tool: str, arguments: dict[str, JSON]) -> JSON:
         method, path, params, body = to_request(tool, arguments)
-        response = self.client.request(method, path, params=params, json=body)
+        response = self.client.request(
+            method, path, params=params, json=body, files=upload_of(tool, arguments)
+        )
         try:
             payload: JSON = response.json()
         except ValueError:
@@ -149,7 +154,6 @@ class ClaimsEpisode(Episode):
         self._stack.close()
         self.client.close()
         self.engine.dispose()
-        shutil.rmtree(self.settings.upload_dir, ignore_errors=True)
 
 
 class ClaimsAdapter(Adapter):
@@ -199,9 +203,11 @@ class ClaimsAdapter(Adapter):
         }
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name == "template":
+        if name == "template":  # the database and the upload directory, reset together
             lease = ServerLease(options.get("db_url"))
-            return PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
+            database = PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
+            uploads = CowFilesystem(statekit_home() / "files" / self.name)
+            return Composite({"db": database, "uploads": uploads})
         if name == "container":
             if self.scale != 1 or self.record or self.vendors_url:
                 raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
@@ -232,20 +238,28 @@ class ClaimsAdapter(Adapter):
             return self.vendors_url, Replay(self.cassette(seed), record=True, live_base=self.vendors_url)
         return CANONICAL_BASE, Replay(self.cassette(seed))
 
+    @staticmethod
+    def _db_url(world: World) -> str:
+        return str(world.handle["db"].location)
+
+    @staticmethod
+    def _uploads(world: World) -> Path:
+        return Path(world.handle["uploads"].location)
+
     def build_world(self, world: World, seed: int) -> None:
         if self.mode == "container":  # build the seed's golden inside; the container is then committed
             exec_in(
                 world, ["python", "-m", "statekit.cli", "digest", self.name, "--seed", str(seed), "--json"]
             )
             return
-        engine = make_engine(world.location)
+        engine = make_engine(self._db_url(world))
         try:
             create_schema(engine)
             with make_session_factory(engine)() as session, session.begin():
-                fixtures.generate(session, seed=seed, scale=self.scale)
+                fixtures.generate(session, seed=seed, scale=self.scale, upload_dir=self._uploads(world))
             with make_session_factory(engine)() as session, session.begin():
                 # the agent's session must outlive any episode (and a run with the clock control off)
-                settings = Settings(db_url=world.location, token_ttl_hours=24 * 365 * 20)
+                settings = Settings(db_url=self._db_url(world), token_ttl_hours=24 * 365 * 20)
                 services.login(session, settings, AGENT, fixtures.FIXTURE_PASSWORD)
         finally:
             engine.dispose()
@@ -259,7 +273,7 @@ class ClaimsAdapter(Adapter):
             remote = RemoteEpisode(world, seed=seed, options=options)
             self._remote[world.id] = remote
             return remote
-        engine = make_engine(world.location)
+        engine = make_engine(self._db_url(world))
         try:
             with make_session_factory(engine)() as session:
                 token = session.scalar(
@@ -280,10 +294,9 @@ class ClaimsAdapter(Adapter):
             raise ConfigError("the world has no login session for the agent; rebuild it")
         assert isinstance(task, ClaimsTask)
         base, replay = self._outbound(seed)
-        upload_dir = Path(tempfile.mkdtemp(prefix="statekit-claims-uploads-"))
         settings = Settings(
-            db_url=world.location,
-            upload_dir=upload_dir,
+            db_url=self._db_url(world),
+            upload_dir=self._uploads(world),
             fraud_url=f"{base}/fraud",
             payment_url=f"{base}/payments",
             address_url=f"{base}/address",
@@ -296,21 +309,34 @@ class ClaimsAdapter(Adapter):
     def digest(self, world: World) -> Digest:
         if self.mode == "container":
             return Digest(digest=self._remote[world.id].digest(), tables={})
-        return postgres_digest(to_conninfo(world.location), self.spec)
+        database = postgres_digest(to_conninfo(self._db_url(world)), self.spec)
+        return combine({**database.tables, **file_tables(self._directories(world))})
+
+    def _directories(self, world: World) -> dict[str, Path]:
+        known = {"uploads": self._uploads(world)}
+        missing = sorted(set(self.spec.directories or {}) - set(known))
+        if missing:
+            raise SpecError(
+                f"{self.spec.source}: unknown directories {missing}; claims_app has {sorted(known)}"
+            )
+        return {name: known[name] for name in self.spec.directories or {}}
 
     def dump(self, world: World) -> StateDump:
         if self.mode == "container":
             raise ConfigError("dumps are taken with the template strategy")
-        return postgres_dump(to_conninfo(world.location), self.spec)
+        dump = postgres_dump(to_conninfo(self._db_url(world)), self.spec)
+        for name, path in self._directories(world).items():
+            dump.tables[f"{FILES_PREFIX}{name}"] = file_dump(path)
+        return dump
 
     def live_schema(self, world: World) -> dict[str, dict[str, str]]:
-        with connect(to_conninfo(world.location)) as conn:
+        with connect(to_conninfo(self._db_url(world))) as conn:
             return live_columns(conn, self.spec.schema)
 
     def check_schema(self, world: World) -> list[str]:
         if self.mode == "container":
             return []  # the harness inside checks coverage with every digest
-        with connect(to_conninfo(world.location)) as conn:
+        with connect(to_conninfo(self._db_url(world))) as conn:
             uncovered, unknown = coverage_problems(live_columns(conn, self.spec.schema), self.spec)
         return uncovered + unknown
 

@@ -98,6 +98,18 @@ TOOLS = [
         ),
     ),
     Tool(
+        "upload_document",
+        "Attach a text document (a report, an estimate) to a claim assigned to you.",
+        _schema(
+            {
+                "reference": _REF,
+                "filename": {"type": "string", "minLength": 1, "maxLength": 120},
+                "content": {"type": "string", "minLength": 1, "maxLength": 100_000},
+            },
+            ["reference", "filename", "content"],
+        ),
+    ),
+    Tool(
         "wait",
         "Let time pass (whole hours) before the next action; background jobs that fall due then run.",
         _schema({"hours": {"type": "integer", "minimum": 1, "maximum": 72}}, ["hours"]),
@@ -131,6 +143,15 @@ def to_request(
         return "POST", f"/claims/{ref}/deny", None, {"reason": args["reason"]}
     if tool == "request_payment":
         return "POST", f"/claims/{ref}/payment-request", None, None
+    if tool == "upload_document":  # the body is multipart: see upload_of()
+        return "POST", f"/claims/{ref}/documents", None, None
     if tool == "file_claim":
         return "POST", "/claims", None, {key: args[key] for key in FILE_CLAIM_FIELDS}
     raise KeyError(tool)
+
+
+def upload_of(tool: str, args: dict[str, Any]) -> dict[str, tuple[str, bytes, str]] | None:
+    """The multipart file of an ``upload_document`` call (None for every other tool)."""
+    if tool != "upload_document":
+        return None
+    return {"file": (str(args["filename"]), str(args["content"]).encode(), "text/plain")}

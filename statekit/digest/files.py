@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from statekit.digest.compute import TableDigest, hash_rows
+from statekit.digest.dump import TableDump
 from statekit.errors import SpecError
 
 TABLE_PREFIX = "files:"
@@ -61,3 +62,10 @@ def file_rows(root: str | Path) -> Iterator[dict[str, Any]]:
 def file_tables(roots: Mapping[str, str | Path]) -> dict[str, TableDigest]:
     """``{"files:NAME": TableDigest}`` for each named directory, ready to merge into ``combine``."""
     return {f"{TABLE_PREFIX}{name}": hash_rows(file_rows(root)) for name, root in sorted(roots.items())}
+
+
+def file_dump(root: str | Path) -> TableDump:
+    """The rows of ``file_rows`` as a dump table keyed by path (for ``statekit dump``/``diff``)."""
+    return TableDump(
+        key=["path"], ordered=True, rows=[{"key": [r["path"]], "row": r} for r in file_rows(root)]
+    )

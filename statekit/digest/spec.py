@@ -52,6 +52,9 @@ class DigestSpec:
     tables: dict[str, TableSpec]
     ignored_tables: dict[str, str]
     source: str = "<memory>"
+    directories: dict[str, str] | None = None
+    """Directory trees the digest also covers (``[directories] NAME = "what it holds"``): each becomes
+    a table ``files:NAME`` of paths, types, sizes and content hashes."""
 
     @classmethod
     def load(cls, path: str | Path) -> DigestSpec:
@@ -120,4 +123,15 @@ class DigestSpec:
             tables[name] = TableSpec(
                 name, tuple(key), tuple(include), dict(exclude), dict(canonical), ordered
             )
-        return cls(schema=schema, tables=tables, ignored_tables=dict(ignored), source=source)
+        directories = data.get("directories", {})
+        if not isinstance(directories, dict) or not all(
+            isinstance(v, str) and v.strip() for v in directories.values()
+        ):
+            raise fail("`[directories]` maps each directory name to a non-empty description")
+        return cls(
+            schema=schema,
+            tables=tables,
+            ignored_tables=dict(ignored),
+            source=source,
+            directories=dict(directories),
+        )

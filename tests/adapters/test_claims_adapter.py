@@ -131,3 +131,42 @@ def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> Non
         pytest.raises(SpecError, match=r"lacks: claims.colour"),
     ):
         bad_env.reset(seed=7)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_uploads_are_part_of_the_world_and_reset_byte_identical(env: statekit.Environment) -> None:
+    _, info = env.reset(seed=7, options={"task": "triage_overdue"})
+    world = env._world
+    assert world is not None
+    uploads = Path(world.handle["uploads"].location)
+    golden = _tree(uploads)
+    assert golden, "the seed script wrote the fixtures' documents into the upload directory"
+    ref = env.adapter.reference_actions(env.task)[0]["reference"]
+    obs, *_ = env.step(
+        {"tool": "upload_document", "reference": ref, "filename": "estimate.txt", "content": "roof: $1200"}
+    )
+    assert obs["status"] == 201
+    after = _tree(uploads)
+    assert len(after) == len(golden) + 1 and any(name.endswith("estimate.txt") for name in after)
+    report = env.digest_report()
+    assert report.digest != info["digest"]
+    assert report.tables["files:uploads"].rows > 0
+    env.reset(seed=7, options={"task": "triage_overdue"})
+    fresh = env._world
+    assert fresh is not None
+    assert _tree(Path(fresh.handle["uploads"].location)) == golden, "the tree is byte-identical to the golden"
+    assert env.state().digest == info["digest"]
+
+
+def test_the_digest_sees_a_changed_file(env: statekit.Environment) -> None:
+    _, info = env.reset(seed=7)
+    world = env._world
+    assert world is not None
+    some_file = next(p for p in Path(world.handle["uploads"].location).rglob("*") if p.is_file())
+    some_file.write_bytes(some_file.read_bytes() + b"!")
+    assert env.state().digest != info["digest"]
+    diff = env.dump().tables["files:uploads"]
+    assert any(r["row"]["path"].endswith(some_file.name) for r in diff.rows)

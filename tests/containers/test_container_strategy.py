@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_world_location_is_a_host_socket_directory(strategy: ContainerPerEpisode
     world: World = strategy.restore("sockdir")
     try:
         exec_in(world, _sh("echo hello > /run/statekit/probe"))
-        assert open(os.path.join(world.location, "probe")).read() == "hello\n"
+        assert (Path(world.location) / "probe").read_text() == "hello\n"
     finally:
         strategy.discard(world)
         strategy.drop("sockdir")
