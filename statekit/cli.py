@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -146,8 +147,21 @@ def _print_diff(diff: StateDiff) -> None:
     console.print(table)
 
 
+def _load_dump(args: argparse.Namespace, which: str) -> StateDump:
+    """A dump file, or with ``--url`` the live session of that id on a served environment."""
+    if args.url is None:
+        return StateDump.load(which)
+    from statekit.client import RemoteEnvironment
+
+    client = RemoteEnvironment.attach(args.url, which, token=args.token or os.environ.get("STATEKIT_TOKEN"))
+    try:
+        return client.dump()
+    finally:
+        client.disconnect()  # inspect only: the session stays open
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
-    diff = diff_dumps(StateDump.load(args.a), StateDump.load(args.b))
+    diff = diff_dumps(_load_dump(args, args.a), _load_dump(args, args.b))
     if args.json:
         print(json.dumps(diff.as_dict(), sort_keys=True, ensure_ascii=False))
     else:
@@ -299,8 +313,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the adapter over HTTP (and OpenEnv's WebSocket protocol) until interrupted."""
-    import os
-
     from statekit.harness import HarnessConfig, serve  # only the serve command needs the web stack
 
     config = HarnessConfig(
@@ -353,8 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     dump.set_defaults(func=cmd_dump)
 
     diff = sub.add_parser("diff", help="compare two dumps: tables, rows and columns that differ")
-    diff.add_argument("a")
-    diff.add_argument("b")
+    diff.add_argument("a", help="a dump file (or, with --url, a session id)")
+    diff.add_argument("b", help="a dump file (or, with --url, a session id)")
+    diff.add_argument("--url", default=None, help="compare two live sessions of the harness at this URL")
+    diff.add_argument("--token", default=None, help="the harness's bearer token (or $STATEKIT_TOKEN)")
     diff.add_argument("--json", action="store_true")
     diff.set_defaults(func=cmd_diff)
 

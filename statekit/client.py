@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from statekit.contract import JSON, State
+from statekit.digest.dump import StateDump
 from statekit.errors import RemoteError, ResetNeeded
 
 
@@ -69,6 +70,17 @@ class RemoteEnvironment:
         body = {"session_id": self._session(), "snapshot_id": snapshot_id}
         return self._started(self._call("POST", "/restore", json=body))
 
+    def dump(self) -> StateDump:
+        """The canonical rows of this session's world (what its digest is computed from)."""
+        return StateDump.from_dict(self._call("GET", "/dump", params={"session_id": self._session()}))
+
+    @classmethod
+    def attach(cls, url: str, session_id: str, *, token: str | None = None) -> RemoteEnvironment:
+        """A client for an existing session (to inspect it; ``close()`` would end it)."""
+        client = cls(url, token=token)
+        client.session_id = session_id
+        return client
+
     def schema(self) -> dict[str, JSON]:
         """The environment's action, observation and state JSON Schemas."""
         return dict(self._call("GET", "/schema"))
@@ -85,6 +97,14 @@ class RemoteEnvironment:
                         raise
         finally:
             self._http.close()
+
+    def health(self) -> dict[str, Any]:
+        """The harness's ``/health`` (raises RemoteError when it does not answer)."""
+        return self._call("GET", "/health")
+
+    def disconnect(self) -> None:
+        """Close the connection but leave the session on the server (after ``attach``)."""
+        self._http.close()
 
     def __enter__(self) -> RemoteEnvironment:
         return self

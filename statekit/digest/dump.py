@@ -65,6 +65,12 @@ class StateDump:
             raise SpecError(f"dump not found: {path}") from exc
         except json.JSONDecodeError as exc:
             raise SpecError(f"{path} is not a statekit dump (invalid JSON: {exc})") from exc
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<dump>") -> StateDump:
+        """Validate a dump's JSON form (a file, or a harness's ``GET /dump``)."""
+        path = source
         if not isinstance(data, dict) or data.get("format") != DUMP_FORMAT:
             raise SpecError(f"{path}: not a statekit dump of format {DUMP_FORMAT}")
         tables = {

@@ -153,6 +153,12 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         with pool.use(session_id) as session:
             return StateResponse(**session.env.state().as_dict())
 
+    @app.get("/dump", operation_id="dump", responses=ERRORS)
+    def dump(session_id: Annotated[SessionId, Query()]) -> dict[str, Any]:
+        """The canonical rows of the session's world (``statekit diff --url`` compares two)."""
+        with pool.use(session_id) as session:
+            return session.env.dump().as_dict()
+
     @app.post(
         "/snapshot",
         operation_id="snapshot",

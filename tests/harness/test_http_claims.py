@@ -80,3 +80,38 @@ def test_schema_describes_this_environment(claims_server: str, claims_reference:
         {"episode_id": "e", "step_count": 0, "seed": 7, "clock": "2025-01-01T00:00:00Z", "digest": "d"}
     )
     assert set(schemas["state"]["required"]) == {"episode_id", "step_count", "seed", "clock", "digest"}
+
+
+def test_diff_names_the_difference_between_two_live_sessions() -> None:
+    """`statekit diff --url` compares two live sessions of a served environment."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from statekit.client import RemoteEnvironment
+    from statekit.harness import HarnessConfig
+    from statekit.harness.app import create_app
+    from statekit.servers import ThreadedServer
+
+    def diff(url: str, left: str, right: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "statekit.cli", "diff", "--url", url, left, right, "--json"]
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+    with ThreadedServer(create_app(HarnessConfig("statekit.testing.ledger:LedgerAdapter"))) as server:
+        a, b = RemoteEnvironment(server.url), RemoteEnvironment(server.url)
+        a.reset(seed=3)
+        b.reset(seed=3)
+        balances, *_ = b.step({"tool": "balances"})
+        source, target = sorted(balances["accounts"])[:2]
+        b.step({"tool": "transfer", "source": source, "target": target, "cents": 1})
+        changed = diff(server.url, a.session_id or "", b.session_id or "")
+        same = diff(server.url, a.session_id or "", a.session_id or "")
+        a.close()
+        b.close()
+    assert same.returncode == 0 and json.loads(same.stdout)["equal"] is True, same.stderr
+    assert changed.returncode == 1, changed.stderr
+    tables = json.loads(changed.stdout)["tables"]
+    assert [c["key"] for c in tables["accounts"]["changed"]] == [[source], [target]]
+    assert len(tables["journal"]["added"]) == 1
