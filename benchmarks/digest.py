@@ -55,7 +55,7 @@ def measure(scale: int, runs: int, lease: ServerLease) -> tuple[float, float, fl
     finally:
         strategy.discard(world)
         strategy.drop(key)
-    return (int(size[0]) / 1e6 if size else 0.0), statistics.median(times), peak, rows
+    return (int(str(size[0])) / 1e6 if size else 0.0), statistics.median(times), peak, rows
 
 
 def main() -> None:

@@ -61,7 +61,7 @@ def run(scale: int, resets: int, rebuilds: int, lease: ServerLease) -> dict[str,
     strategy.capture(key, build)
     with server.admin() as conn:
         size = conn.execute("SELECT pg_database_size(%s)", (strategy.names.golden(key),)).fetchone()
-    results["size_mb"] = [int(size[0]) / 1e6] if size else [0.0]
+    results["size_mb"] = [int(str(size[0])) / 1e6] if size else [0.0]
 
     def clone() -> None:
         strategy.discard(strategy.restore(key))

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from statekit.errors import ConfigError
-from statekit.strategies.base import World
+from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.cow_fs import METHODS, CowFilesystem, filesystem_type
 from statekit.testing.loopfs import loop_filesystem, loop_filesystem_problem
 
@@ -58,7 +58,7 @@ def _p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def time_restores(strategy: CowFilesystem, key: str, n: int) -> list[float]:
+def time_restores(strategy: ResetStrategy, key: str, n: int) -> list[float]:
     for _ in range(WARMUP):
         strategy.discard(strategy.restore(key))
     samples = []
@@ -85,6 +85,56 @@ def filesystems(args: argparse.Namespace, skipped: list[str]) -> Iterator[list[t
         yield found
 
 
+def container_rows(n: int) -> list[tuple[str, list[float]]]:
+    """Claims environment containers: a cold start (run + harness ready) vs a pre-warmed take, and
+    the whole ``env.reset`` with each strategy for comparison."""
+    import statekit
+    from adapters.claims_app.image import ensure_image
+    from adapters.claims_app.remote import harness_ready
+    from statekit.env import world_key
+    from statekit.strategies.container import ContainerPerEpisode, docker_client
+    from statekit.strategies.prewarmed import Prewarmed
+
+    rows: list[tuple[str, list[float]]] = []
+    with statekit.make("claims_app", strategy="container") as env:
+        env.reset(seed=7)  # builds and commits the seed's golden image once
+        key = world_key(env.adapter.fingerprint(), 7)
+    client = docker_client()
+    image = ensure_image(client)
+    with ContainerPerEpisode(image, ready=harness_ready, client=client) as cold:
+        rows.append(("container: cold start (run + ready)", time_restores(cold, key, n)))
+    with Prewarmed(ContainerPerEpisode(image, ready=harness_ready, client=client), depth=2) as pool:
+        samples = []
+        for _ in range(n):
+            pool.prefetch([key])
+            pool.wait_ready(key, timeout=120)
+            t0 = time.perf_counter()
+            world = pool.restore(key)
+            samples.append(time.perf_counter() - t0)
+            pool.discard(world)
+        rows.append(("container: pre-warmed pool take", samples))
+    for label, options in (
+        ("env.reset, template + CoW uploads", {}),
+        ("env.reset, container", {"strategy": "container"}),
+        ("env.reset, container, pre-warmed", {"strategy": "container", "prewarm": 2}),
+    ):
+        with statekit.make("claims_app", **options) as env:
+            env.reset(seed=7)
+            samples = []
+            for _ in range(n):
+                if isinstance(env.strategy, Prewarmed):
+                    env.strategy.wait_ready(key, timeout=120)
+                samples.append(_timed(lambda env=env: env.reset(seed=7)))
+            rows.append((label, samples))
+    return rows
+
+
+def _timed(call: object) -> float:
+    t0 = time.perf_counter()
+    call()  # type: ignore[operator]
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -94,6 +144,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the default-filesystem trees go")
     parser.add_argument("--no-loop", action="store_true", help="skip the XFS and btrfs loop filesystems")
     parser.add_argument("--loop-mb", type=int, default=1024, help="size of each sparse loop image")
+    parser.add_argument("--containers", type=int, default=10, help="container starts to time (0: skip)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -142,6 +193,20 @@ def main() -> None:
     )
     for line in skipped:
         console.print(f"not measured: {line}")
+    if args.containers:
+        rows = container_rows(args.containers)
+        cold = _p(rows[0][1], 0.5)
+        boxes = Table(
+            "claims_app", "p50 (ms)", "p99 (ms)", "cold start / this", title="containers per episode"
+        )
+        for label, samples in rows:
+            boxes.add_row(
+                label,
+                f"{_p(samples, 0.5):.1f}",
+                f"{_p(samples, 0.99):.1f}",
+                f"{cold / _p(samples, 0.5):.1f}x",
+            )
+        console.print(boxes)
 
 
 if __name__ == "__main__":

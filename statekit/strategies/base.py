@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ResetStrategy(ABC):
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release background work and connections. Safe to call twice."""
 
-    def __enter__(self) -> ResetStrategy:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
