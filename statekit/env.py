@@ -88,6 +88,13 @@ class Environment:
         return [tool.as_dict() for tool in self._episode.tools]
 
     @property
+    def world(self) -> World:
+        """The current episode's world, for inspection (the strategy owns it; do not discard it)."""
+        self._require_episode()
+        assert self._world is not None
+        return self._world
+
+    @property
     def task(self) -> Task:
         if self._episode is None:
             raise ResetNeeded("no episode yet: call reset(seed=...) first")
@@ -148,17 +155,11 @@ class Environment:
 
     def digest_report(self) -> Digest:
         """The full digest of the current world: per-table hashes and row counts."""
-        episode = self._require_episode()
-        assert self._world is not None
-        episode.quiesce()
-        return self.adapter.digest(self._world)
+        return self.adapter.digest(self._quiet_world())
 
     def dump(self) -> StateDump:
         """The canonical rows of the current world (what its digest is computed from)."""
-        episode = self._require_episode()
-        assert self._world is not None
-        episode.quiesce()
-        return self.adapter.dump(self._world)
+        return self.adapter.dump(self._quiet_world())
 
     @contextmanager
     def open_world(self, seed: int) -> Iterator[World]:
@@ -171,19 +172,15 @@ class Environment:
 
     def coverage_problems(self) -> list[str]:
         """Columns of the current world that the digest spec fails to cover (empty when all is well)."""
-        episode = self._require_episode()
-        assert self._world is not None
-        episode.quiesce()
-        return self.adapter.check_schema(self._world)
+        return self.adapter.check_schema(self._quiet_world())
 
     def snapshot(self) -> str:
         """Fork point: capture the world and the episode's controls; returns an id for ``restore``."""
         episode = self._require_episode()
-        assert self._controls is not None and self._world is not None
+        assert self._controls is not None
         snap_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex[:20]
         key = f"s{snap_id}"
-        episode.quiesce()
-        self.strategy.capture(key, self._world)
+        self.strategy.capture(key, self._quiet_world())
         self._snapshots[snap_id] = _Snapshot(
             key, self._step_count, self._controls.save(), episode.task, self._seed, self._options
         )
@@ -276,6 +273,13 @@ class Environment:
 
     def _max_steps(self, episode: Episode) -> int:
         return self.max_steps_override or episode.task.max_steps
+
+    def _quiet_world(self) -> World:
+        """The current world, with the episode's connections released so it can be read or cloned."""
+        episode = self._require_episode()
+        assert self._world is not None
+        episode.quiesce()
+        return self._world
 
     def _require_episode(self) -> Episode:
         if self._episode is None:

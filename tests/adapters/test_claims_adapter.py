@@ -139,7 +139,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_uploads_are_part_of_the_world_and_reset_byte_identical(env: statekit.Environment) -> None:
     _, info = env.reset(seed=7, options={"task": "triage_overdue"})
-    world = env._world
+    world = env.world
     assert world is not None
     uploads = Path(world.handle["uploads"].location)
     golden = _tree(uploads)
@@ -155,7 +155,7 @@ def test_uploads_are_part_of_the_world_and_reset_byte_identical(env: statekit.En
     assert report.digest != info["digest"]
     assert report.tables["files:uploads"].rows > 0
     env.reset(seed=7, options={"task": "triage_overdue"})
-    fresh = env._world
+    fresh = env.world
     assert fresh is not None
     assert _tree(Path(fresh.handle["uploads"].location)) == golden, "the tree is byte-identical to the golden"
     assert env.state().digest == info["digest"]
@@ -163,7 +163,7 @@ def test_uploads_are_part_of_the_world_and_reset_byte_identical(env: statekit.En
 
 def test_the_digest_sees_a_changed_file(env: statekit.Environment) -> None:
     _, info = env.reset(seed=7)
-    world = env._world
+    world = env.world
     assert world is not None
     some_file = next(p for p in Path(world.handle["uploads"].location).rglob("*") if p.is_file())
     some_file.write_bytes(some_file.read_bytes() + b"!")

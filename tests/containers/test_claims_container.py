@@ -42,7 +42,7 @@ def test_episode_containers_are_pinned_and_offline(container_env: statekit.Envir
     container_env.reset(seed=7, options=TASK)
     strategy = container_env.strategy
     assert isinstance(strategy, Prewarmed) and isinstance(strategy.inner, ContainerPerEpisode)
-    world = container_env._world
+    world = container_env.world
     assert world is not None
     config = world.handle.attrs
     assert config["HostConfig"]["NetworkMode"] == "none"
