@@ -96,6 +96,10 @@ class Adapter(ABC):
         """``{table: {column: type}}`` of ``world`` (``statekit drift`` compares two builds with it)."""
         return {}
 
+    def metadata(self) -> dict[str, JSON]:
+        """What a trainer should log with every episode (versions, image digests); goes in reset's info."""
+        return dict(self.fingerprint())
+
     def task_kinds(self) -> list[str]:
         """Names of the task kinds this adapter can pose."""
         return []

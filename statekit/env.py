@@ -263,6 +263,8 @@ class Environment:
             "tools": [tool.as_dict() for tool in episode.tools],
             "digest": self._initial_digests[key],
             "clock": controls.clock.isoformat(),
+            "strategy": self.strategy.name,
+            "metadata": self.adapter.metadata(),
         }
         return observation, info
 

@@ -192,6 +192,7 @@ class ClaimsAdapter(Adapter):
         self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
         self.spec = DigestSpec.load(SPEC_PATH)
         self.mode = "template"
+        self.image_id: str | None = None
         self._remote: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
 
     def fingerprint(self) -> dict[str, str]:
@@ -213,8 +214,15 @@ class ClaimsAdapter(Adapter):
                 raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
             client = docker_client()
             self.mode = "container"
-            return ContainerPerEpisode(ensure_image(client), ready=harness_ready, client=client)
+            self.image_id = ensure_image(client)
+            return ContainerPerEpisode(self.image_id, ready=harness_ready, client=client)
         raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
+
+    def metadata(self) -> dict[str, JSON]:
+        meta: dict[str, JSON] = dict(self.fingerprint())
+        if self.image_id:
+            meta["image"] = self.image_id  # the digest every episode container was started from
+        return meta
 
     @contextmanager
     def live_services(self) -> Iterator[dict[str, Any]]:

@@ -39,7 +39,7 @@ def test_a_seed_digest_is_the_same_whichever_strategy_served_it(
 
 
 def test_episode_containers_are_pinned_and_offline(container_env: statekit.Environment) -> None:
-    container_env.reset(seed=7, options=TASK)
+    _, info = container_env.reset(seed=7, options=TASK)
     strategy = container_env.strategy
     assert isinstance(strategy, Prewarmed) and isinstance(strategy.inner, ContainerPerEpisode)
     world = container_env.world
@@ -48,6 +48,8 @@ def test_episode_containers_are_pinned_and_offline(container_env: statekit.Envir
     assert config["HostConfig"]["NetworkMode"] == "none"
     assert config["Image"].startswith("sha256:"), "started from an image id, never a floating tag"
     assert config["Config"]["Image"].startswith("sha256:")
+    assert info["metadata"]["image"] == strategy.inner.image_id, "reset's info records the image digest"
+    assert info["strategy"] == "prewarmed(container)"
 
 
 def test_forks_and_unknown_strategies_are_clear_errors(container_env: statekit.Environment) -> None:
