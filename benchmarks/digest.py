@@ -22,7 +22,6 @@ from statekit.determinism.controls import Controls
 from statekit.env import world_key
 from statekit.postgres import ServerLease
 from statekit.strategies.base import World
-from statekit.strategies.pg_template import PostgresTemplate
 
 SEED = 7
 
@@ -30,7 +29,7 @@ SEED = 7
 def measure(scale: int, runs: int, lease: ServerLease) -> tuple[float, float, float, int]:
     """(size MB, p50 seconds, peak MiB, rows) for one world size."""
     adapter = ClaimsAdapter(scale=scale)
-    strategy = PostgresTemplate(lease.server, prefix="skdig")
+    strategy = adapter.make_strategy("template", db_url=lease.server.admin_url)
     key = world_key(adapter.fingerprint(), SEED)
 
     def build(world: World) -> None:
@@ -41,7 +40,7 @@ def measure(scale: int, runs: int, lease: ServerLease) -> tuple[float, float, fl
     world = strategy.restore(key)
     try:
         with lease.server.admin() as conn:
-            size = conn.execute("SELECT pg_database_size(%s)", (world.id,)).fetchone()
+            size = conn.execute("SELECT pg_database_size(%s)", (world.handle["db"].id,)).fetchone()
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -54,7 +53,7 @@ def measure(scale: int, runs: int, lease: ServerLease) -> tuple[float, float, fl
         tracemalloc.stop()
     finally:
         strategy.discard(world)
-        strategy.drop(key)
+        strategy.close()
     return (int(str(size[0])) / 1e6 if size else 0.0), statistics.median(times), peak, rows
 
 

@@ -1,9 +1,12 @@
-"""Reset latency: rebuilding the world vs cloning a template vs taking a pre-warmed copy.
+"""Reset latency: rebuilding the world vs cloning the golden vs taking a pre-warmed copy.
 
-    python benchmarks/reset.py [--resets 50] [--rebuilds 5] [--scales 1,10] [--db-url URL]
+    python benchmarks/reset.py [--resets 50] [--rebuilds 5] [--scales 1,145] [--db-url URL]
 
-Prints p50/p99 per method at each data size, side by side, with ratios. Rebuilding is the naive
-"reinstall and replay the seed script" reset; it is sampled fewer times because it is slow.
+The claims world is its database plus its upload directory, reset together by the adapter's own
+``template`` strategy (a Composite of PostgresTemplate and CowFilesystem). For each data size it
+prints p50/p99 of: *rebuild* (the naive reset: run the app's seed script into an empty world),
+*clone* (restore a copy of the cached golden), *pool* (take a copy a background thread already
+restored), side by side with ratios. Rebuilds are sampled fewer times because they are slow.
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ from rich.table import Table
 from adapters.claims_app import ClaimsAdapter
 from statekit.determinism.controls import Controls
 from statekit.env import world_key
-from statekit.postgres import ServerLease
-from statekit.strategies.base import World
+from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.composite import Composite
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
 
 SEED = 7
 
 
-def _time(n: int, one: Callable[[], None]) -> list[float]:
+def _time(n: int, one: Callable[[], object]) -> list[float]:
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -41,10 +44,21 @@ def _p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def run(scale: int, resets: int, rebuilds: int, lease: ServerLease) -> dict[str, list[float]]:
+def _restores(strategy: ResetStrategy, key: str, n: int) -> list[float]:
+    """Time ``restore`` only; each copy is discarded untimed before the next."""
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        world = strategy.restore(key)
+        samples.append(time.perf_counter() - t0)
+        strategy.discard(world)
+    return samples
+
+
+def run(scale: int, resets: int, rebuilds: int, db_url: str | None) -> dict[str, list[float]]:
     adapter = ClaimsAdapter(scale=scale)
-    server = lease.server
-    strategy = PostgresTemplate(server, prefix="skbench")
+    strategy = adapter.make_strategy("template", db_url=db_url)
+    assert isinstance(strategy, Composite)
     key = world_key(adapter.fingerprint(), SEED)
 
     def build(world: World) -> None:
@@ -52,52 +66,41 @@ def run(scale: int, resets: int, rebuilds: int, lease: ServerLease) -> dict[str,
             adapter.build_world(world, SEED)
 
     def rebuild() -> None:
-        name = "skbench_rebuild"
-        server.drop_database(name)
-        build(World(id=name, location=server.create_database(name)))
+        scratch = f"rebuild{time.perf_counter_ns()}"
+        strategy.capture(scratch, build)
+        strategy.drop(scratch)
 
     results = {"rebuild": _time(rebuilds, rebuild)}
-    server.drop_database("skbench_rebuild")
     strategy.capture(key, build)
-    with server.admin() as conn:
-        size = conn.execute("SELECT pg_database_size(%s)", (strategy.names.golden(key),)).fetchone()
+    database = strategy.parts["db"]
+    assert isinstance(database, PostgresTemplate)
+    with database.server.admin() as conn:
+        size = conn.execute("SELECT pg_database_size(%s)", (database.names.golden(key),)).fetchone()
     results["size_mb"] = [int(str(size[0])) / 1e6] if size else [0.0]
-
-    def clone() -> None:
-        strategy.discard(strategy.restore(key))
-
-    results["clone"] = _time(resets, clone)
-    pool = Prewarmed(PostgresTemplate(server, prefix="skbench"), depth=2)
-    pool.prefetch([key])
-
-    def take() -> None:
-        pool.wait_ready(key, timeout=60)  # an episode outlasts one clone, so the pool is full again
-        t0 = time.perf_counter()
-        world = pool.restore(key)
-        take.samples.append(time.perf_counter() - t0)  # type: ignore[attr-defined]
-        pool.discard(world)
-
-    take.samples = []  # type: ignore[attr-defined]
-    for _ in range(resets):
-        take()
-    results["pool"] = take.samples  # type: ignore[attr-defined]
-    results["pool_hits"] = [pool.hits / max(1, pool.hits + pool.misses)]
-    pool.close()
-    strategy.drop(key)
-    adapter.close()
+    results["clone"] = _restores(strategy, key, resets)
+    with Prewarmed(adapter.make_strategy("template", db_url=db_url), depth=2) as pool:
+        samples = []
+        for _ in range(resets):
+            pool.prefetch([key])
+            pool.wait_ready(key, timeout=120)  # an episode outlasts a clone, so the pool is full again
+            samples.extend(_restores(pool, key, 1))
+        results["pool"] = samples
+        results["pool_hits"] = [pool.hits / max(1, pool.hits + pool.misses)]
+    strategy.close()
     return results
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--resets", type=int, default=50)
     parser.add_argument("--rebuilds", type=int, default=5)
-    parser.add_argument("--scales", default="1,11")
+    parser.add_argument("--scales", default="1,145", help="fixture scales; 1 is ~9 MB, 145 is ~100 MB")
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
-    lease = ServerLease(args.db_url)
     table = Table(
-        "world",
+        "world (database size)",
         "rebuild p50 / p99",
         "clone p50 / p99",
         "pool p50 / p99",
@@ -106,26 +109,24 @@ def main() -> None:
         "pool hits",
         title=f"claims_app reset latency (ms): {args.resets} clones and pool takes, {args.rebuilds} rebuilds",
     )
-    try:
-        for scale in (int(s) for s in args.scales.split(",")):
-            r = run(scale, args.resets, args.rebuilds, lease)
-            rebuild, clone, pool = (statistics.median(r[k]) * 1000 for k in ("rebuild", "clone", "pool"))
-            table.add_row(
-                f"scale {scale}: {r['size_mb'][0]:.0f} MB",
-                f"{rebuild:.0f} / {_p(r['rebuild'], 0.99):.0f}",
-                f"{clone:.1f} / {_p(r['clone'], 0.99):.1f}",
-                f"{pool:.2f} / {_p(r['pool'], 0.99):.2f}",
-                f"{rebuild / clone:.0f}x",
-                f"{clone / pool:.0f}x",
-                f"{r['pool_hits'][0]:.0%}",
-            )
-    finally:
-        lease.close()
+    for scale in (int(s) for s in args.scales.split(",")):
+        r = run(scale, args.resets, args.rebuilds, args.db_url)
+        rebuild, clone, pool = (statistics.median(r[k]) * 1000 for k in ("rebuild", "clone", "pool"))
+        table.add_row(
+            f"scale {scale}: {r['size_mb'][0]:.0f} MB",
+            f"{rebuild:.0f} / {_p(r['rebuild'], 0.99):.0f}",
+            f"{clone:.1f} / {_p(r['clone'], 0.99):.1f}",
+            f"{pool:.3f} / {_p(r['pool'], 0.99):.3f}",
+            f"{rebuild / clone:.0f}x",
+            f"{clone / pool:.0f}x",
+            f"{r['pool_hits'][0]:.0%}",
+        )
     console = Console(width=150)
     console.print(table)
     console.print(
-        "pool: copies of the seeds a trainer used recently or announced with env.prefetch(seeds) are cloned "
-        "in the background; a seed never seen is built once (rebuild column), then cloned."
+        "clone = database template clone + copy-on-write upload directory. pool: copies of seeds used "
+        "recently or announced with env.prefetch(seeds) are restored in the background; a seed never "
+        "seen is built once (the rebuild column), then cloned."
     )
 
 

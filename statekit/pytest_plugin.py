@@ -15,6 +15,7 @@ adapter's reference script for the first seed's task. A database URL can be give
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,7 +115,7 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     adapters = config.getini("statekit_adapters")
-    if not adapters:
+    if not adapters or _only_files_named(config):
         return
     seeds = tuple(int(s) for s in str(config.getini("statekit_seeds")).split(","))
     if len(seeds) != 2:
@@ -123,9 +124,20 @@ def pytest_collection_modifyitems(
         for check in CHECKS:
             items.append(
                 StatekitCheck.from_parent(
-                    session, name=f"statekit[{adapter}]::{check}", adapter=adapter, check=check, seeds=seeds
+                    session,
+                    name=f"statekit[{adapter}]::{check}",
+                    nodeid=f"statekit[{adapter}]::{check}",
+                    adapter=adapter,
+                    check=check,
+                    seeds=seeds,
                 )
             )
+
+
+def _only_files_named(config: pytest.Config) -> bool:
+    """``pytest path/to/test_x.py`` runs just that file; the generated tests join directory runs."""
+    paths = [arg.split("::")[0] for arg in config.args]
+    return bool(paths) and all(Path(p).is_file() for p in paths)
 
 
 def generated_items(items: list[pytest.Item]) -> Iterator[StatekitCheck]:

@@ -14,14 +14,24 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from statekit.postgres import PostgresServer, SharedCluster
+from statekit.postgres.cluster import EmbeddedCluster
 
 _HOME = tempfile.mkdtemp(prefix="statekit-test-home-")
 os.environ["STATEKIT_HOME"] = _HOME
-atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
+
+
+@atexit.register
+def _remove_home() -> None:
+    """Every user of the test cluster is this process, and it is exiting: stop the server, delete it."""
+    cluster_dir = Path(_HOME) / "pg"
+    if (cluster_dir / "data").exists():
+        EmbeddedCluster(cluster_dir).stop_server()
+    shutil.rmtree(_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

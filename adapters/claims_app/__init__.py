@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 with warnings.catch_warnings():  # starlette deprecates httpx in its TestClient; it still works
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.filterwarnings("ignore", message=".*starlette.testclient.*")
     from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker

@@ -113,7 +113,9 @@ class CowFilesystem(ResetStrategy):
             for candidate in METHODS:
                 reason = self.probe(candidate)
                 if reason is None:
-                    log.info("CowFilesystem at %s uses %s; rejected: %s", self.root, candidate, self.rejected)
+                    log.debug(
+                        "CowFilesystem at %s uses %s; rejected: %s", self.root, candidate, self.rejected
+                    )
                     return candidate
                 self.rejected[candidate] = reason
             raise ConfigError(f"no method works at {self.root}: {self.rejected}")
