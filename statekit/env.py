@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from statekit.errors import ActionError, ConfigError, ResetNeeded, StatekitError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.tools import parse_action
 
+log = logging.getLogger(__name__)
 EPISODE_START = timedelta(hours=1)
 """Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
 
@@ -39,6 +41,7 @@ class _Snapshot:
     task: Task
     seed: int
     options: dict[str, JSON]
+    done: bool
 
 
 class Environment:
@@ -126,12 +129,23 @@ class Environment:
         except ActionError as exc:
             outcome = Outcome({"error": {"code": exc.code, "message": str(exc)}})
         else:
-            with self._controls.active():
-                outcome = episode.call(tool.name, arguments)
+            try:
+                with self._controls.active():
+                    outcome = episode.call(tool.name, arguments)
+            except Exception as exc:  # the application broke, not the agent: end the episode, say why
+                log.exception("step %d of episode %s failed", self._step_count, self._episode_id)
+                message = f"the environment failed while applying {tool.name!r}: {type(exc).__name__}: {exc}"
+                return self._fail({"error": {"code": "environment_error", "message": message}})
             tick = outcome.advance or timedelta(seconds=self.adapter.tick_seconds)
             self._controls.clock.advance(tick)
         terminated = outcome.done
-        reward = self._score() if terminated else 0.0
+        try:
+            reward = self._score() if terminated else 0.0
+        except Exception as exc:
+            log.exception("the verifier of episode %s failed", self._episode_id)
+            return self._fail(
+                {"error": {"code": "verifier_error", "message": f"{type(exc).__name__}: {exc}"}}
+            )
         truncated = not terminated and self._step_count >= self._max_steps(episode)
         self._done = terminated or truncated
         info = {"episode_id": self._episode_id, "step": self._step_count}
@@ -182,7 +196,7 @@ class Environment:
         key = f"s{snap_id}"
         self.strategy.capture(key, self._quiet_world())
         self._snapshots[snap_id] = _Snapshot(
-            key, self._step_count, self._controls.save(), episode.task, self._seed, self._options
+            key, self._step_count, self._controls.save(), episode.task, self._seed, self._options, self._done
         )
         return snap_id
 
@@ -195,7 +209,7 @@ class Environment:
         controls = Controls(snap.seed, disabled=self.disabled_controls)
         controls.load(snap.controls)
         obs, info = self._begin(snap.key, snap.seed, snap.options, task=snap.task, controls=controls)
-        self._step_count = snap.step_count
+        self._step_count, self._done = snap.step_count, snap.done
         return obs, info
 
     def close(self) -> None:
@@ -267,6 +281,13 @@ class Environment:
             "metadata": self.adapter.metadata(),
         }
         return observation, info
+
+    def _fail(self, observation: JSON) -> tuple[JSON, float, bool, bool, dict]:
+        """An infrastructure failure inside a step: reward 0, truncated (the world may be half-written,
+        so the episode cannot go on), and the reason in the observation and ``info["error"]``."""
+        self._done = True
+        info = {"episode_id": self._episode_id, "step": self._step_count, "error": observation}
+        return StepResult(observation, 0.0, False, True, info).as_tuple()
 
     def _score(self) -> float:
         assert self._episode is not None and self._controls is not None

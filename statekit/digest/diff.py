@@ -60,7 +60,10 @@ def _by_key(table: TableDump) -> dict[str, dict[str, Any]]:
 
 
 def _columns(x: dict[str, Any], y: dict[str, Any]) -> dict[str, list[Any]]:
-    return {c: [x.get(c), y.get(c)] for c in sorted(x.keys() | y.keys()) if x.get(c) != y.get(c)}
+    def differs(c: str) -> bool:  # compared as hashed: True and 1 are equal in Python, not in a digest
+        return canonical_json(x.get(c)) != canonical_json(y.get(c)) or ((c in x) != (c in y))
+
+    return {c: [x.get(c), y.get(c)] for c in sorted(x.keys() | y.keys()) if differs(c)}
 
 
 def _diff_by_key(a: TableDump, b: TableDump) -> TableDiff:

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
-from statekit.digest.canonical import canonical_value
+from statekit.digest.canonical import canonical_json, canonical_value
 from statekit.digest.compute import Digest, combine, hash_rows
 from statekit.digest.coverage import check_coverage, live_columns
 from statekit.digest.dump import StateDump, TableDump
@@ -64,8 +64,23 @@ def iter_rows(
                 col: canonical_value(raw[col], table.canonical.get(col, "auto"), where=f"{table.name}.{col}")
                 for col in table.columns
             }
-            key = [canonical_value(raw[col], where=f"{table.name}.{col}") for col in table.key]
+            key = [
+                canonical_value(raw[col], table.canonical.get(col, "auto"), where=f"{table.name}.{col}")
+                for col in table.key
+            ]
             yield key, row
+
+
+def table_rows(
+    conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, types: dict[str, str]
+) -> Iterator[KeyedRow]:
+    """Rows in digest order. A set table (``ordered = false``) is sorted by its canonical rows here,
+    not by SQL: canonically equal values (2.5 and 2.50, sorted arrays) must tie, and the order must
+    not depend on the server's collation. Sets are held in memory to sort; ordered tables stream."""
+    rows = iter_rows(conn, spec, table, types)
+    if table.ordered:
+        return rows
+    return iter(sorted(rows, key=lambda keyed: canonical_json(keyed[1])))
 
 
 def postgres_digest(conninfo: str, spec: DigestSpec, *, check: bool = True) -> Digest:
@@ -75,7 +90,7 @@ def postgres_digest(conninfo: str, spec: DigestSpec, *, check: bool = True) -> D
             check_coverage(conn, spec)
         types = live_columns(conn, spec.schema)
         tables = {
-            name: hash_rows(row for _, row in iter_rows(conn, spec, table, types.get(name, {})))
+            name: hash_rows(row for _, row in table_rows(conn, spec, table, types.get(name, {})))
             for name, table in spec.tables.items()
         }
     return combine(tables)
@@ -91,7 +106,8 @@ def postgres_dump(conninfo: str, spec: DigestSpec) -> StateDump:
                 key=list(table.key),
                 ordered=table.ordered,
                 rows=[
-                    {"key": key, "row": row} for key, row in iter_rows(conn, spec, table, types.get(name, {}))
+                    {"key": key, "row": row}
+                    for key, row in table_rows(conn, spec, table, types.get(name, {}))
                 ],
             )
             for name, table in spec.tables.items()

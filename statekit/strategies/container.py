@@ -98,6 +98,7 @@ class ContainerPerEpisode(ResetStrategy):
         }
         self.names = CopyNamer("skc")
         self.owner = f"{HOST_TAG}:{os.getpid()}"
+        self._started: set[str] = set()
         self._sockets = Path(tempfile.mkdtemp(prefix="statekit-containers-"))
         self._sockets.chmod(0o755)
         self.swept = self.sweep_orphans()
@@ -153,6 +154,7 @@ class ContainerPerEpisode(ResetStrategy):
     def discard(self, world: World) -> None:
         with contextlib.suppress(Exception):  # already gone
             self.client.containers.get(world.id).remove(force=True)
+        self._started.discard(world.id)
         shutil.rmtree(world.location, ignore_errors=True)
 
     def drop(self, key: str) -> None:
@@ -160,10 +162,11 @@ class ContainerPerEpisode(ResetStrategy):
             self.client.images.remove(self.golden_tag(key), force=True)
 
     def close(self) -> None:
-        for container in self.client.containers.list(
-            all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"}
-        ):
-            container.remove(force=True)
+        """Remove the containers this instance started (other instances in the process keep theirs)."""
+        for container_id in list(self._started):
+            with contextlib.suppress(Exception):
+                self.client.containers.get(container_id).remove(force=True)
+        self._started.clear()
         shutil.rmtree(self._sockets, ignore_errors=True)
 
     # -- internals ----------------------------------------------------------------------------
@@ -185,6 +188,7 @@ class ContainerPerEpisode(ResetStrategy):
             volumes={str(sockets): {"bind": SOCKET_DIR, "mode": "rw"}},
             **self.run_options,
         )
+        self._started.add(str(container.id))
         world = World(id=str(container.id), location=str(sockets), handle=container)
         try:
             self._wait_ready(world)

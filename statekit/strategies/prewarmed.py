@@ -111,11 +111,11 @@ class Prewarmed(ResetStrategy):
                     return
                 key = self._next_short_key()
             assert key is not None
-            if not self.inner.has(key):
-                with self._cond:
-                    self._ready.pop(key, None)
-                continue
             try:
+                if not self.inner.has(key):
+                    with self._cond:
+                        self._ready.pop(key, None)
+                    continue
                 world = self.inner.restore(key)
             except Exception:
                 log.exception("prewarming %s failed; dropping it from the pool", key)

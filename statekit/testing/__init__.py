@@ -37,7 +37,8 @@ def rollout(
     env: Environment, *, seed: int, actions: Sequence[Action], options: dict[str, JSON] | None = None
 ) -> Rollout:
     """Reset to ``seed``, play ``actions`` until the episode ends, and record everything."""
-    obs, info = env.reset(seed=seed, options=options)
+    obs, _ = env.reset(seed=seed, options=options)
+    initial = env.state().digest  # computed afresh, not reset's cached golden digest
     observations, rewards = [obs], []
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -45,7 +46,7 @@ def rollout(
         rewards.append(reward)
         if terminated or truncated:
             break
-    return Rollout(seed, str(info["digest"]), env.state().digest, observations, rewards)
+    return Rollout(seed, initial, env.state().digest, observations, rewards)
 
 
 def first_difference(a: Rollout, b: Rollout) -> str | None:
@@ -117,11 +118,10 @@ def check_reset_restores(env: Environment, seed: int, script: Sequence[Action]) 
     for action in script:
         env.step(action)
     mutated = env.state().digest
-    _, again = env.reset(seed=seed)
-    if again["digest"] != initial:
-        return (
-            f"seed {seed}: digest after reset is {str(again['digest'])[:12]}, initial was {str(initial)[:12]}"
-        )
+    env.reset(seed=seed)
+    again = env.state().digest  # the world itself, freshly hashed: a strategy that did not reset shows here
+    if again != initial:
+        return f"seed {seed}: digest after reset is {again[:12]}, initial was {str(initial)[:12]}"
     if mutated == initial and script:
         return f"seed {seed}: the script changed nothing, so reset was not exercised"
     return None
@@ -151,7 +151,8 @@ def probe_rollout(
 
     State must change only inside ``step``; a background job firing between steps shows up here.
     """
-    obs, info = env.reset(seed=seed, options=options)
+    obs, _ = env.reset(seed=seed, options=options)
+    initial = env.state().digest
     observations, rewards, moved = [obs], [], False
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -162,7 +163,7 @@ def probe_rollout(
         moved = moved or env.state().digest != before
         if terminated or truncated:
             break
-    return Rollout(seed, str(info["digest"]), env.state().digest, observations, rewards), moved
+    return Rollout(seed, initial, env.state().digest, observations, rewards), moved
 
 
 def check_controls(

@@ -8,7 +8,8 @@ import pytest
 
 import statekit
 from statekit.errors import ConfigError, ResetNeeded
-from statekit.testing import check_env, rollout
+from statekit.strategies.memory import InMemory
+from statekit.testing import check_env, check_reset_restores, rollout
 from statekit.testing.ledger import LedgerAdapter
 
 
@@ -140,3 +141,66 @@ def test_unknown_adapter_and_strategy_are_clear_errors() -> None:
         statekit.make("no_such_pkg.mod:Thing")
     with pytest.raises(ConfigError, match="offers strategies \\['memory'\\], not 'container'"):
         statekit.make(LedgerAdapter, strategy="container")
+
+
+class StaleCopies(InMemory):
+    """A deliberately broken strategy: it hands back the last discarded (already used) copy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: statekit.World | None = None
+
+    def restore(self, key: str) -> statekit.World:
+        return self.last if self.last is not None else super().restore(key)
+
+    def discard(self, world: statekit.World) -> None:
+        self.last = world
+
+
+class StaleLedger(LedgerAdapter):
+    def make_strategy(self, name: str, **options: object) -> statekit.ResetStrategy:
+        return StaleCopies()
+
+
+def test_checker_catches_a_strategy_that_does_not_reset() -> None:
+    with statekit.make(StaleLedger) as env:
+        env.reset(seed=4)
+        script = env.adapter.reference_actions(env.task)
+        problem = check_reset_restores(env, 4, script)
+    assert problem is not None and "digest after reset is" in problem
+
+
+class BrokenLedger(LedgerAdapter):
+    """The application raises inside a tool call (a crashed dependency, a bug)."""
+
+    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
+        episode = super().start_episode(world, seed=seed, options=options, task=task)
+
+        def call(tool: str, arguments: dict) -> statekit.Outcome:  # type: ignore[type-arg]
+            raise RuntimeError("database connection lost")
+
+        episode.call = call  # type: ignore[method-assign]
+        return episode
+
+
+def test_an_environment_failure_in_step_ends_the_episode_with_an_error_observation() -> None:
+    with statekit.make(BrokenLedger) as env:
+        env.reset(seed=1)
+        obs, reward, terminated, truncated, info = env.step({"tool": "balances"})
+        assert (
+            obs["error"]["code"] == "environment_error"
+            and "database connection lost" in obs["error"]["message"]
+        )
+        assert (reward, terminated, truncated) == (0.0, False, True)
+        assert info["error"] == obs
+        with pytest.raises(ResetNeeded):
+            env.step({"tool": "balances"})
+
+
+def test_a_fork_of_a_finished_episode_stays_finished(env: statekit.Environment) -> None:
+    env.reset(seed=2)
+    env.step({"tool": "submit"})
+    fork = env.snapshot()
+    env.restore(fork)
+    with pytest.raises(ResetNeeded, match="has ended"):
+        env.step({"tool": "balances"})

@@ -225,3 +225,15 @@ def test_drift_names_a_new_model_column(pg_url: str) -> None:
     unchanged = _cli("drift", "claims_app", "claims_app", "--seeds", "7,8", "--db-url", pg_url, "--json")
     assert unchanged.returncode == 0, unchanged.stdout
     assert json.loads(unchanged.stdout)["drifted"] is False
+
+
+def test_values_equal_in_python_but_not_in_a_digest_are_a_difference() -> None:
+    """True == 1 in Python; their canonical forms (and so the digests) differ, so the diff must too."""
+    a = StateDump(
+        tables={"t": TableDump(key=["k"], ordered=True, rows=[{"key": [1], "row": {"k": 1, "v": True}}])}
+    )
+    b = StateDump(
+        tables={"t": TableDump(key=["k"], ordered=True, rows=[{"key": [1], "row": {"k": 1, "v": 1}}])}
+    )
+    assert a.digest() != b.digest()
+    assert diff_dumps(a, b).as_dict()["tables"]["t"]["changed"] == [{"key": [1], "columns": {"v": [True, 1]}}]
