@@ -20,6 +20,7 @@ from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
 from statekit.errors import ActionError, ConfigError, ResetNeeded, StatekitError
 from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.naming import snapshot_key
 from statekit.tools import parse_action
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ class Environment:
         episode = self._require_episode()
         assert self._controls is not None
         snap_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex[:20]
-        key = f"s{snap_id}"
+        key = snapshot_key(snap_id)
         self.strategy.capture(key, self._quiet_world())
         self._snapshots[snap_id] = _Snapshot(
             key, self._step_count, self._controls.save(), episode.task, self._seed, self._options, self._done
@@ -214,12 +215,16 @@ class Environment:
 
     def close(self) -> None:
         """End the episode, drop snapshots, release the strategy and adapter. Safe twice."""
-        self._end_episode()
-        for snap in self._snapshots.values():
-            self.strategy.drop(snap.key)
-        self._snapshots.clear()
-        self.strategy.close()
-        self.adapter.close()
+        try:
+            self._end_episode()
+            for snap in self._snapshots.values():
+                self.strategy.drop(snap.key)
+        finally:
+            self._snapshots.clear()
+            try:
+                self.strategy.close()
+            finally:
+                self.adapter.close()
 
     def prefetch(self, seeds: list[int]) -> None:
         """Tell the strategy which seeds come next so a pool can pre-clone them."""

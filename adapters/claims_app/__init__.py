@@ -93,14 +93,19 @@ class ClaimsEpisode(Episode):
         self.worker = Worker(self.sessions, settings)
         self._stack = ExitStack()
         self.background: RunningWorker | None = None
-        if not drain_jobs:  # the app's own polling worker; it calls vendors between steps, so replay stays on
-            if replay is not None:
-                self._stack.enter_context(replay.session())
-            self.background = start_in_thread(self.sessions, settings)
-        self.client = TestClient(
-            create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
-        )
-        self.client.headers["Authorization"] = f"Bearer {token}"
+        self.client: TestClient | None = None
+        try:
+            if not drain_jobs:  # the app's own polling worker calls vendors between steps: replay stays on
+                if replay is not None:
+                    self._stack.enter_context(replay.session())
+                self.background = start_in_thread(self.sessions, settings)
+            self.client = TestClient(
+                create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
+            )
+            self.client.headers["Authorization"] = f"Bearer {token}"
+        except BaseException:
+            self.close()  # nothing half-built outlives a failed start: no thread, patch or connection
+            raise
 
     def observe(self) -> JSON:
         return {"task": self.task.prompt, "you_are": AGENT, "tools": [t.name for t in self.tools]}
@@ -131,6 +136,7 @@ class ClaimsEpisode(Episode):
 
     def _request(self, tool: str, arguments: dict[str, JSON]) -> JSON:
         method, path, params, body = to_request(tool, arguments)
+        assert self.client is not None, "the episode is closed"
         response = self.client.request(
             method, path, params=params, json=body, files=upload_of(tool, arguments)
         )
@@ -152,7 +158,8 @@ class ClaimsEpisode(Episode):
             self.background.stop()
             self.background = None
         self._stack.close()
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
         self.engine.dispose()
 
 

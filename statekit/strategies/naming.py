@@ -41,11 +41,19 @@ class CopyNamer:
         return f"{self.prefix}_e_{HOST_TAG}_{os.getpid()}_{next(_COPIES)}"
 
     def is_orphan(self, name: str) -> bool:
-        """A build or episode copy made on this host by a process that no longer exists."""
-        match = re.match(rf"^{re.escape(self.prefix)}_[be]_([0-9a-f]{{6}})_(\d+)_", name)
+        """A build or episode copy, or a snapshot golden, made on this host by a dead process."""
+        match = re.match(rf"^{re.escape(self.prefix)}_[be]_([0-9a-f]{{6}})_(\d+)_", name) or re.match(
+            rf"^{re.escape(self.prefix)}_g_s([0-9a-f]{{6}})(\d+)x", name
+        )
         if not match or match.group(1) != HOST_TAG:
             return False
         return not pid_alive(int(match.group(2)))
+
+
+def snapshot_key(token: str) -> str:
+    """A snapshot's golden key names its host and process, so the goldens of a crashed process
+    (unlike the snapshot cache's, which outlive processes on purpose) are swept like its copies."""
+    return check_key(f"s{HOST_TAG}{os.getpid()}x{token}"[:40])
 
 
 def pid_alive(pid: int) -> bool:

@@ -85,3 +85,22 @@ def test_pool_serves_from_ready_copies(pg_cluster: PostgresServer) -> None:
     pool.drop("pool1")
     pool.close()
     assert pg_cluster.databases("skw_") == []
+
+
+def test_snapshot_goldens_of_a_dead_process_are_swept(pg_cluster: PostgresServer) -> None:
+    """Unlike the snapshot cache's goldens, a fork's golden belongs to its process."""
+    from statekit.strategies.naming import snapshot_key
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    mine = snapshot_key("abc123")
+    theirs = mine.replace(f"{os.getpid()}x", f"{int(dead.stdout)}x", 1)
+    cached = "cachekey1"
+    for key in (mine, theirs, cached):
+        pg_cluster.create_database(f"sksn_g_{key}")
+    strategy = PostgresTemplate(pg_cluster, prefix="sksn")
+    assert strategy.swept == [f"sksn_g_{theirs}"]
+    assert sorted(pg_cluster.databases("sksn_")) == sorted([f"sksn_g_{mine}", f"sksn_g_{cached}"])
+    for key in (mine, cached):
+        strategy.drop(key)
