@@ -14,45 +14,20 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
+from timing import percentile_ms, repeat, restore_latencies
 
 from adapters.claims_app import ClaimsAdapter
 from statekit.determinism.controls import Controls
 from statekit.env import world_key
-from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.base import World
 from statekit.strategies.composite import Composite
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
 
 SEED = 7
-
-
-def _time(n: int, one: Callable[[], object]) -> list[float]:
-    samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        one()
-        samples.append(time.perf_counter() - t0)
-    return samples
-
-
-def _p(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-def _restores(strategy: ResetStrategy, key: str, n: int) -> list[float]:
-    """Time ``restore`` only; each copy is discarded untimed before the next."""
-    samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        world = strategy.restore(key)
-        samples.append(time.perf_counter() - t0)
-        strategy.discard(world)
-    return samples
 
 
 def run(scale: int, resets: int, rebuilds: int, db_url: str | None) -> dict[str, list[float]]:
@@ -70,20 +45,20 @@ def run(scale: int, resets: int, rebuilds: int, db_url: str | None) -> dict[str,
         strategy.capture(scratch, build)
         strategy.drop(scratch)
 
-    results = {"rebuild": _time(rebuilds, rebuild)}
+    results = {"rebuild": repeat(rebuilds, rebuild)}
     strategy.capture(key, build)
     database = strategy.parts["db"]
     assert isinstance(database, PostgresTemplate)
     with database.server.admin() as conn:
         size = conn.execute("SELECT pg_database_size(%s)", (database.names.golden(key),)).fetchone()
     results["size_mb"] = [int(str(size[0])) / 1e6] if size else [0.0]
-    results["clone"] = _restores(strategy, key, resets)
+    results["clone"] = restore_latencies(strategy, key, resets)
     with Prewarmed(adapter.make_strategy("template", db_url=db_url), depth=2) as pool:
         samples = []
         for _ in range(resets):
             pool.prefetch([key])
             pool.wait_ready(key, timeout=120)  # an episode outlasts a clone, so the pool is full again
-            samples.extend(_restores(pool, key, 1))
+            samples.extend(restore_latencies(pool, key, 1))
         results["pool"] = samples
         results["pool_hits"] = [pool.hits / max(1, pool.hits + pool.misses)]
     strategy.close()
@@ -114,9 +89,9 @@ def main() -> None:
         rebuild, clone, pool = (statistics.median(r[k]) * 1000 for k in ("rebuild", "clone", "pool"))
         table.add_row(
             f"scale {scale}: {r['size_mb'][0]:.0f} MB",
-            f"{rebuild:.0f} / {_p(r['rebuild'], 0.99):.0f}",
-            f"{clone:.1f} / {_p(r['clone'], 0.99):.1f}",
-            f"{pool:.3f} / {_p(r['pool'], 0.99):.3f}",
+            f"{rebuild:.0f} / {percentile_ms(r['rebuild'], 0.99):.0f}",
+            f"{clone:.1f} / {percentile_ms(r['clone'], 0.99):.1f}",
+            f"{pool:.3f} / {percentile_ms(r['pool'], 0.99):.3f}",
             f"{rebuild / clone:.0f}x",
             f"{clone / pool:.0f}x",
             f"{r['pool_hits'][0]:.0%}",

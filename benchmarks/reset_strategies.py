@@ -16,15 +16,15 @@ import contextlib
 import functools
 import random
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from timing import percentile_ms, restore_latencies, timed
 
 from statekit.errors import ConfigError
-from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.base import World
 from statekit.strategies.cow_fs import METHODS, CowFilesystem, filesystem_type
 from statekit.testing.loopfs import loop_filesystem, loop_filesystem_problem
 
@@ -51,23 +51,6 @@ def build_tree(world: World, size_mb: int) -> None:
         (folder / f"f{i:05d}.bin").write_bytes(rng.randbytes(SMALL_FILE))
     for i in range(LARGE_FILES):
         (root / f"blob{i}.bin").write_bytes(rng.randbytes(large))
-
-
-def _p(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-def time_restores(strategy: ResetStrategy, key: str, n: int) -> list[float]:
-    for _ in range(WARMUP):
-        strategy.discard(strategy.restore(key))
-    samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        world = strategy.restore(key)
-        samples.append(time.perf_counter() - t0)
-        strategy.discard(world)
-    return samples
 
 
 @contextlib.contextmanager
@@ -102,16 +85,13 @@ def container_rows(n: int) -> list[tuple[str, list[float]]]:
     client = docker_client()
     image = ensure_image(client)
     with ContainerPerEpisode(image, ready=harness_ready, client=client) as cold:
-        rows.append(("container: cold start (run + ready)", time_restores(cold, key, n)))
+        rows.append(("container: cold start (run + ready)", restore_latencies(cold, key, n, warmup=WARMUP)))
     with Prewarmed(ContainerPerEpisode(image, ready=harness_ready, client=client), depth=2) as pool:
         samples = []
         for _ in range(n):
             pool.prefetch([key])
             pool.wait_ready(key, timeout=120)
-            t0 = time.perf_counter()
-            world = pool.restore(key)
-            samples.append(time.perf_counter() - t0)
-            pool.discard(world)
+            samples.extend(restore_latencies(pool, key, 1))
         rows.append(("container: pre-warmed pool take", samples))
     for label, options in (
         ("env.reset, template + CoW uploads", {}),
@@ -124,15 +104,9 @@ def container_rows(n: int) -> list[tuple[str, list[float]]]:
             for _ in range(n):
                 if isinstance(env.strategy, Prewarmed):
                     env.strategy.wait_ready(key, timeout=120)
-                samples.append(_timed(lambda env=env: env.reset(seed=7)))
+                samples.append(timed(functools.partial(env.reset, seed=7)))
             rows.append((label, samples))
     return rows
-
-
-def _timed(call: object) -> float:
-    t0 = time.perf_counter()
-    call()  # type: ignore[operator]
-    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -163,7 +137,9 @@ def main() -> None:
                         key = f"bench{size}"
                         strategy.capture(key, functools.partial(build_tree, size_mb=size))
                         results[(label, method)] = results.get((label, method), {})
-                        results[(label, method)][size] = time_restores(strategy, key, args.restores)
+                        results[(label, method)][size] = restore_latencies(
+                            strategy, key, args.restores, warmup=WARMUP
+                        )
                         strategy.drop(key)
 
     small, large = zip(*(tree_builder(s) for s in sizes), strict=True)
@@ -182,8 +158,13 @@ def main() -> None:
     )
     for (label, method), by_size in results.items():
         copy = results.get((label, "copy"), {})
-        cells = [f"{_p(by_size[s], 0.5):.2f} / {_p(by_size[s], 0.99):.2f}" for s in sizes]
-        ratios = [f"{_p(copy[s], 0.5) / _p(by_size[s], 0.5):.1f}x" if s in copy else "-" for s in sizes]
+        cells = [
+            f"{percentile_ms(by_size[s], 0.5):.2f} / {percentile_ms(by_size[s], 0.99):.2f}" for s in sizes
+        ]
+        ratios = [
+            f"{percentile_ms(copy[s], 0.5) / percentile_ms(by_size[s], 0.5):.1f}x" if s in copy else "-"
+            for s in sizes
+        ]
         table.add_row(label, method, *cells, *ratios)
     console = Console(width=160)
     console.print(table)
@@ -195,16 +176,16 @@ def main() -> None:
         console.print(f"not measured: {line}")
     if args.containers:
         rows = container_rows(args.containers)
-        cold = _p(rows[0][1], 0.5)
+        cold = percentile_ms(rows[0][1], 0.5)
         boxes = Table(
             "claims_app", "p50 (ms)", "p99 (ms)", "cold start / this", title="containers per episode"
         )
         for label, samples in rows:
             boxes.add_row(
                 label,
-                f"{_p(samples, 0.5):.1f}",
-                f"{_p(samples, 0.99):.1f}",
-                f"{cold / _p(samples, 0.5):.1f}x",
+                f"{percentile_ms(samples, 0.5):.1f}",
+                f"{percentile_ms(samples, 0.99):.1f}",
+                f"{cold / percentile_ms(samples, 0.5):.1f}x",
             )
         console.print(boxes)
 
