@@ -87,10 +87,14 @@ def database_clock_columns(conn: psycopg.Connection[Any], spec: DigestSpec) -> l
     return sorted(leaks)
 
 
-def check_coverage(conn: psycopg.Connection[Any], spec: DigestSpec) -> None:
+def check_coverage(
+    conn: psycopg.Connection[Any], spec: DigestSpec, live: dict[str, dict[str, str]] | None = None
+) -> None:
     """Raise SpecError for names the schema lacks or digested columns filled by the database clock,
-    and CoverageError for live columns the spec misses."""
-    uncovered, unknown = coverage_problems(live_columns(conn, spec.schema), spec)
+    and CoverageError for live columns the spec misses. ``live`` saves reading the schema again."""
+    uncovered, unknown = coverage_problems(
+        live if live is not None else live_columns(conn, spec.schema), spec
+    )
     if unknown:
         raise SpecError(
             f"{spec.source}: the spec names what schema {spec.schema!r} lacks: {', '.join(unknown)}"

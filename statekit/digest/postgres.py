@@ -7,7 +7,8 @@ rows feed the digest and the dump, so a digest and a diff can never disagree.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -83,32 +84,34 @@ def table_rows(
     return iter(sorted(rows, key=lambda keyed: canonical_json(keyed[1])))
 
 
+@contextmanager
+def _reader(
+    conninfo: str, spec: DigestSpec, *, check: bool
+) -> Iterator[Callable[[TableSpec], Iterator[KeyedRow]]]:
+    """One consistent read of a database (a single REPEATABLE READ transaction): the schema is read
+    once, coverage checked, and the result gives each table's rows in digest order."""
+    with connect(conninfo) as conn, conn.transaction():
+        live = live_columns(conn, spec.schema)
+        if check:
+            check_coverage(conn, spec, live)
+        yield lambda table: table_rows(conn, spec, table, live.get(table.name, {}))
+
+
 def postgres_digest(conninfo: str, spec: DigestSpec, *, check: bool = True) -> Digest:
     """Digest a live database; with ``check``, the spec's coverage of the schema is verified first."""
-    with connect(conninfo) as conn, conn.transaction():
-        if check:
-            check_coverage(conn, spec)
-        types = live_columns(conn, spec.schema)
-        tables = {
-            name: hash_rows(row for _, row in table_rows(conn, spec, table, types.get(name, {})))
-            for name, table in spec.tables.items()
-        }
+    with _reader(conninfo, spec, check=check) as rows:
+        tables = {name: hash_rows(row for _, row in rows(table)) for name, table in spec.tables.items()}
     return combine(tables)
 
 
 def postgres_dump(conninfo: str, spec: DigestSpec) -> StateDump:
     """The rows the digest is computed from, table by table (coverage is checked first)."""
-    with connect(conninfo) as conn, conn.transaction():
-        check_coverage(conn, spec)
-        types = live_columns(conn, spec.schema)
+    with _reader(conninfo, spec, check=True) as rows:
         tables = {
             name: TableDump(
                 key=list(table.key),
                 ordered=table.ordered,
-                rows=[
-                    {"key": key, "row": row}
-                    for key, row in table_rows(conn, spec, table, types.get(name, {}))
-                ],
+                rows=[{"key": key, "row": row} for key, row in rows(table)],
             )
             for name, table in spec.tables.items()
         }
