@@ -14,6 +14,7 @@ from statekit.errors import (
     ReplayMissError,
     ResetError,
     ResetNeeded,
+    RewindError,
     SpecError,
     StatekitError,
 )
@@ -22,6 +23,7 @@ from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
 from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.prewarmed import Prewarmed
+from statekit.strategies.rewinding import Rewinding
 
 
 def make(
@@ -54,8 +56,11 @@ def make(
     except BaseException:
         resolved.close()
         raise
-    if prewarm:
-        chosen = Prewarmed(chosen, depth=prewarm)
+    if prewarm:  # a Rewinding strategy stays outermost: the pool fills it with fresh copies
+        if isinstance(chosen, Rewinding):
+            chosen = Rewinding(Prewarmed(chosen.inner, depth=prewarm), max_parked=chosen.max_parked)
+        else:
+            chosen = Prewarmed(chosen, depth=prewarm)
     try:
         return Environment(resolved, chosen, max_steps=max_steps, disable_controls=tuple(disable_controls))
     except BaseException:
@@ -79,6 +84,8 @@ __all__ = [
     "ResetError",
     "ResetNeeded",
     "ResetStrategy",
+    "RewindError",
+    "Rewinding",
     "SpecError",
     "State",
     "StatekitError",
