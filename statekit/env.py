@@ -296,6 +296,11 @@ class Environment:
             finally:
                 self.adapter.close()
 
+    def end_episode(self) -> None:
+        """End the current episode now and hand its world back to the strategy (``reset`` does this
+        itself; checks use it to control which copy the next reset gets)."""
+        self._end_episode()
+
     def prefetch(self, seeds: list[int]) -> None:
         """Tell the strategy which seeds come next so a pool can pre-clone them."""
         self.strategy.prefetch([self._ensure_golden(seed) for seed in seeds])

@@ -1,6 +1,6 @@
 """Read digested state from PostgreSQL: canonical rows, in full or from the world's change journal.
 
-A full digest streams every table through a server-side cursor (memory stays flat) in one
+A full digest streams every table (rows arrive in chunks, so memory stays flat) in one
 ``REPEATABLE READ`` transaction, in whatever order the server returns rows: a table's hash is a
 multiset hash, so no ``ORDER BY`` (and no collation) is involved. Given the previous digest of the
 same world (``since``), the digest is instead updated from the journal entries between the two:
@@ -43,7 +43,7 @@ class DatabaseResume:
 
     spec: str
     cut: Cut
-    relations: dict[str, int]
+    relations: dict[str, dict[int, str]]
 
 
 def spec_id(spec: DigestSpec) -> str:
@@ -103,10 +103,8 @@ def iter_rows(
     if ordered:
         order = table.key if table.ordered else table.columns
         query = query + sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(order_term(c) for c in order))
-    with conn.cursor(name=f"digest_{table.name}", row_factory=dict_row) as cur:
-        cur.itersize = 2000
-        cur.execute(query)
-        for raw in cur:
+    with conn.cursor(row_factory=dict_row) as cur:
+        for raw in cur.stream(query, size=2000):  # one round trip; rows arrive in chunks, memory stays flat
             yield canonical_row(raw, table)
 
 
@@ -176,7 +174,7 @@ def postgres_digest(
         }
         resume = None
         if cut is not None and isinstance(target, Journal):
-            resume = {PART: DatabaseResume(spec_id(spec), cut, target.relation_ids(conn, spec.schema))}
+            resume = {PART: DatabaseResume(spec_id(spec), cut, Journal.relations(conn, spec.schema))}
     return combine(tables, resume=resume)
 
 
@@ -199,14 +197,14 @@ def _update(journal: Journal, spec: DigestSpec, since: Digest) -> Digest | None:
         for name, table in spec.tables.items():
             before = previous[name]
             assert before is not None and before.acc is not None
-            rel = resume.relations.get(name)
-            if rel not in touched:
+            rels = resume.relations.get(name, {})
+            if not touched & rels.keys():
                 tables[name] = before
                 continue
             acc: MultisetHash = before.acc.copy()
-            ident = sql.SQL("{}.{}").format(sql.Identifier(spec.schema), sql.Identifier(table.name))
-            for sign, raw in Journal.changed_rows(conn, d, rel, ident, table.columns):
-                (acc.add if sign > 0 else acc.remove)(encode_row(_included(raw, table)))
+            for rel in sorted(touched & rels.keys()):
+                for sign, raw in Journal.changed_rows(conn, d, rel, rels[rel], table.columns):
+                    (acc.add if sign > 0 else acc.remove)(encode_row(_included(raw, table)))
             tables[name] = TableDigest.of(acc)
     return combine(tables, resume={PART: DatabaseResume(resume.spec, cut, resume.relations)})
 

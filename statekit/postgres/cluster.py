@@ -26,7 +26,8 @@ _TUNING = {
     "fsync": "off",
     "full_page_writes": "off",
     "synchronous_commit": "off",
-    "max_connections": "200",
+    "max_connections": "400",
+    "max_prepared_transactions": "16",  # an application using two-phase commit must work in a world
     "shared_buffers": "128MB",
     "listen_addresses": "''",
 }

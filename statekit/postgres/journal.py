@@ -321,17 +321,23 @@ class Journal:
             conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
 
     # -- reading changes --------------------------------------------------------------------------
-    def relation_ids(self, conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
-        """``{table: oid}`` for the base tables of ``schema``."""
+    @staticmethod
+    def relations(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[int, str]]:
+        """``{table: {oid: qualified name}}`` for the tables of ``schema``: a table's own oid, or for a
+        partitioned table those of its partitions (where its rows, and their journal entries, live)."""
         rows = conn.execute(
-            "SELECT c.relname, c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "SELECT c.relname, p.relid::oid, p.relid::regclass::text "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "CROSS JOIN LATERAL (SELECT c.oid AS relid WHERE c.relkind = 'r' "
+            "  UNION ALL SELECT t.relid FROM pg_partition_tree(c.oid) t "
+            "  JOIN pg_class k ON k.oid = t.relid WHERE c.relkind = 'p' AND k.relkind = 'r') p "
             "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
             (schema,),
         ).fetchall()
-        out: dict[str, int] = {}
+        out: dict[str, dict[int, str]] = {}
         for row in rows:
-            name, oid = (row["relname"], row["oid"]) if isinstance(row, dict) else row
-            out[str(name)] = int(oid)
+            name, oid, qualified = row.values() if isinstance(row, dict) else row
+            out.setdefault(str(name), {})[int(oid)] = str(qualified)
         return out
 
     @staticmethod
@@ -347,12 +353,12 @@ class Journal:
 
     @staticmethod
     def changed_rows(
-        conn: psycopg.Connection[Any], d: Delta, rel: int, table: sql.Composable, columns: Sequence[str]
+        conn: psycopg.Connection[Any], d: Delta, rel: int, table: str, columns: Sequence[str]
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(sign, row)`` for each entry of ``rel`` in ``d``: +1 rows to add to a digest, -1 to remove.
 
-        Rows are decoded through the table's own row type, so they carry exactly the values (and
-        Python types) a full read of the table would.
+        Rows are decoded through the table's own row type (``table``: its qualified, quoted name as
+        ``Journal.relations`` gives it), so they carry exactly the values a full read would.
         """
         picked = sql.SQL(", ").join(
             sql.SQL("(x.r).{} AS {}").format(sql.Identifier(c), sql.Identifier(c)) for c in columns
@@ -365,7 +371,7 @@ class Journal:
             "WHERE j.rel = %(rel)s AND (j.seq <@ %(fwd)s::int8multirange "
             "OR (j.seq <@ %(back)s::int8multirange AND pg_visible_in_snapshot(j.xid, {snap})) "
             "OR (j.seq <@ %(late)s::int8multirange AND NOT pg_visible_in_snapshot(j.xid, {snap})))"
-        ).format(picked=picked, table=table, snap=_SNAPSHOT)
+        ).format(picked=picked, table=sql.SQL(table), snap=_SNAPSHOT)
         params = {
             "back": multirange(d.back),
             "fwd": multirange(d.fwd),

@@ -131,6 +131,19 @@ class Rewinding(ResetStrategy):
             self._pinned.pop(world.id, None)
         self.inner.discard(world)
 
+    def release(self, key: str) -> None:
+        """Destroy the parked copies of ``key`` (the golden stays): the next restore clones afresh."""
+        with self._lock:
+            stale = [
+                w
+                for wid, w in list(self._parked.items())
+                if self._keys.get(wid) == key and not self._pinned[wid]
+            ]
+            for world in stale:
+                self._parked.pop(world.id, None)
+        for world in stale:
+            self._destroy(world)
+
     def drop(self, key: str) -> None:
         with self._lock:
             stale = [w for wid, w in list(self._parked.items()) if self._keys.get(wid) == key]
