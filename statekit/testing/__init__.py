@@ -224,7 +224,8 @@ def check_rewind_order(env: Environment, seed: int, *, steps: int = 16) -> str |
             tool = actions[i].get("tool")
             return (
                 f"seed {seed}, step {i + 1}: {tool!r} answered differently on a rewound world than on "
-                f"a fresh clone:\n  fresh:   {canonical_json(a)[:300]}\n  rewound: {canonical_json(b)[:300]}\n"
+                f"a fresh clone:\n  fresh:   {canonical_json(a)[:300]}\n"
+                f"  rewound: {canonical_json(b)[:300]}\n"
                 "A rewound world holds the same rows in another physical order, so a query without a total "
                 "ORDER BY can answer differently. Give that query an ORDER BY on a unique key, or use the "
                 "clone strategy (strategy='template') for this adapter."
