@@ -49,7 +49,7 @@ from statekit.digest.spec import DigestSpec
 from statekit.errors import ConfigError, SpecError
 from statekit.postgres import ServerLease
 from statekit.postgres.embedded import statekit_home
-from statekit.postgres.journal import Journal
+from statekit.postgres.journal import DEFAULT_BOUND, Journal
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
@@ -196,6 +196,9 @@ class ClaimsEpisode(Episode):
 class ClaimsAdapter(Adapter):
     """``statekit.make("claims_app", scale=1)``: scale 1 is ~9 MB per world (mostly PostgreSQL's own).
 
+    ``journal_bound`` caps the row changes an episode may make and still be rewound (past it, the
+    world is replaced by a clone).
+
     Outbound calls replay ``replay_cassettes/claims_app/seed-N.yaml``. ``record=True`` (with live
     vendors at ``vendors_url``) records new interactions into those cassettes instead;
     ``statekit record claims_app`` does that for a range of seeds.
@@ -218,6 +221,7 @@ class ClaimsAdapter(Adapter):
         vendors_url: str | None = None,
         record: bool = False,
         cassette_dir: str | Path | None = None,
+        journal_bound: int = DEFAULT_BOUND,
     ) -> None:
         if scale < 1:
             raise ConfigError("scale must be at least 1")
@@ -227,6 +231,7 @@ class ClaimsAdapter(Adapter):
         self.vendors_url = vendors_url.rstrip("/") if vendors_url else None
         self.record = record
         self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
+        self.journal_bound = journal_bound
         self.spec = DigestSpec.load(SPEC_PATH)
         self.mode = "template"
         self.deterministic_start = True  # starting an episode only reads the world
@@ -244,7 +249,9 @@ class ClaimsAdapter(Adapter):
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
         if name in ("rewind", "template"):  # the database and the upload directory, reset together
             lease = ServerLease(options.get("db_url"))
-            database = PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
+            database = PostgresTemplate(
+                lease.server, prefix="skclaims", on_close=lease.close, journal_bound=self.journal_bound
+            )
             uploads = CowFilesystem(statekit_home() / "files" / self.name)
             world = Composite({"db": database, "uploads": uploads})
             return Rewinding(world) if name == "rewind" else world

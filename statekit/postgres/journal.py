@@ -83,9 +83,9 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
                         "VALUES (%s, %s, %s, %s, %s)",
                         (oid, key, list(cols or []), overriding, undo),
                     )
-                    conn.execute(q.truncate_trigger(name, bound))
+                    conn.execute(q.truncate_trigger(name))
                 if not is_partition:
-                    conn.execute(q.row_trigger(name, bound))
+                    conn.execute(q.row_trigger(name))
             for oid, name in conn.execute(q.SEQUENCES).fetchall():
                 value, called = conn.execute(
                     sql.SQL("SELECT last_value, is_called FROM {}").format(sql.SQL(name))
@@ -173,8 +173,9 @@ class Journal:
     opens lazily and ``close()`` releases it; ``move`` never terminates it.
     """
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, *, bound: int = DEFAULT_BOUND) -> None:
         self.conninfo = conninfo
+        self.bound = bound
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
         self.generation = 0
@@ -199,11 +200,15 @@ class Journal:
             conn.close()
 
     def unavailable(self) -> str | None:
-        """Why this world has no usable journal (None when it has one). Asked once per world."""
+        """Why this world has no usable journal (None when it has one). Asked once per world, which
+        is also when this copy's bound is set (a golden may have been built under another)."""
         with self._lock:
             if self._available is True:
-                row = self.connection().execute("SELECT to_regclass('_statekit.meta') IS NOT NULL").fetchone()
+                conn = self.connection()
+                row = conn.execute("SELECT to_regclass('_statekit.meta') IS NOT NULL").fetchone()
                 self._available = None if row and row[0] else "no journal is installed in this world"
+                if self._available is None:
+                    conn.execute("UPDATE _statekit.meta SET bound = %s WHERE bound <> %s", [self.bound] * 2)
             return self._available if isinstance(self._available, str) else None
 
     # -- where the world is ---------------------------------------------------------------------

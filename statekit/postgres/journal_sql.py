@@ -11,7 +11,8 @@ it and no other database is involved:
   undo inserts (not generated ones), whether identity columns need ``OVERRIDING SYSTEM VALUE``, and
   the name of its generated undo function (static SQL, so its plans are cached per connection).
 - ``sequences(rel, last_value, is_called)``: sequence positions of the golden.
-- ``meta``: the size bound and ``dirty``, the first reason the journal can no longer express the
+- ``meta``: the size bound (set per copy: statekit writes its own bound when it first connects) and
+  ``dirty``, the first reason the journal can no longer express the
   world (DDL, a TRUNCATE past the bound, overflow, large objects); a dirty world is discarded.
 
 Every trigger is a row trigger (partitions and inheritance children are covered by the same
@@ -75,9 +76,11 @@ $$;
 
 CREATE FUNCTION _statekit.capture() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER {STABLE_IO} AS $$
+DECLARE
+    bound bigint := (SELECT m.bound FROM _statekit.meta m);
 BEGIN
-    IF (SELECT last_value FROM _statekit.journal_seq_seq) >= TG_ARGV[0]::bigint THEN
-        PERFORM _statekit.taint(format('journal overflow: more than %s row changes', TG_ARGV[0]));
+    IF (SELECT last_value FROM _statekit.journal_seq_seq) >= bound THEN
+        PERFORM _statekit.taint(format('journal overflow: more than %s row changes', bound));
         RETURN NULL;
     END IF;
     IF TG_OP = 'INSERT' THEN
@@ -96,11 +99,12 @@ LANGUAGE plpgsql SECURITY DEFINER {STABLE_IO} AS $$
 DECLARE
     rows bigint;
     used bigint := (SELECT last_value FROM _statekit.journal_seq_seq);
+    bound bigint := (SELECT m.bound FROM _statekit.meta m);
 BEGIN
     EXECUTE format('SELECT count(*) FROM %s', TG_RELID::regclass) INTO rows;
-    IF used + rows > TG_ARGV[0]::bigint THEN
+    IF used + rows > bound THEN
         PERFORM _statekit.taint(format('TRUNCATE of %s (%s rows) exceeds the journal bound of %s',
-                                       TG_RELID::regclass, rows, TG_ARGV[0]));
+                                       TG_RELID::regclass, rows, bound));
     ELSE
         EXECUTE format('INSERT INTO _statekit.journal (rel, sign, img) SELECT %s, -1, t::text FROM %s t',
                        TG_RELID, TG_RELID::regclass);
@@ -296,20 +300,20 @@ REVOKE ALL ON FUNCTION _statekit.{ident(name)}(int8multirange, int8multirange) F
 """
 
 
-def row_trigger(table: str, bound: int) -> str:
+def row_trigger(table: str) -> str:
     """Capture every row written to ``table`` (on a partitioned table, PostgreSQL clones it into each
     partition, so images are recorded against the partition that holds the row)."""
     return (
         f"CREATE TRIGGER statekit_capture AFTER INSERT OR UPDATE OR DELETE ON {table} "
-        f"FOR EACH ROW EXECUTE FUNCTION _statekit.capture('{bound}');"
+        "FOR EACH ROW EXECUTE FUNCTION _statekit.capture();"
     )
 
 
-def truncate_trigger(table: str, bound: int) -> str:
+def truncate_trigger(table: str) -> str:
     """Journal the rows of a truncated table (or taint the journal when they would not fit)."""
     return (
         f"CREATE TRIGGER statekit_truncate BEFORE TRUNCATE ON {table} "
-        f"FOR EACH STATEMENT EXECUTE FUNCTION _statekit.capture_truncate('{bound}');"
+        "FOR EACH STATEMENT EXECUTE FUNCTION _statekit.capture_truncate();"
     )
 
 

@@ -80,6 +80,8 @@ class PostgresTemplate(ResetStrategy):
         self.server.drop_database(scratch)
         try:
             if isinstance(source, World):
+                if isinstance(source.handle, Journal):  # a template must have no connection, ours included
+                    source.handle.close()
                 self.server.create_database(scratch, template=source.id)
             else:
                 url = self.server.create_database(scratch)
@@ -112,7 +114,9 @@ class PostgresTemplate(ResetStrategy):
         except BaseException:
             self.server.drop_database(name)
             raise
-        return World(id=name, location=url, handle=Journal(self.server.conninfo(name)))
+        journal = Journal(self.server.conninfo(name), bound=self.journal_bound)
+        journal.unavailable()  # connects now: a restore is what a reset pays for, the first step is not
+        return World(id=name, location=url, handle=journal)
 
     def discard(self, world: World) -> None:
         if isinstance(world.handle, Journal):

@@ -191,7 +191,7 @@ def _op(conn: psycopg.Connection[Any], rng: random.Random) -> None:
         conn.execute("UPDATE people SET name = name WHERE id = %s", (person,))  # a write that changes nothing
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), steps=st.integers(1, 8), mark_at=st.integers(0, 8))
 def test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact(
     strategy: PostgresTemplate,
