@@ -132,8 +132,9 @@ def _sql_write(conn: psycopg.Connection[Any], rng: random.Random) -> None:
         )
     elif kind == 3:  # a row deleted and inserted again under its old key, with other values
         conn.execute(
-            "WITH gone AS (DELETE FROM audit_log WHERE id = (SELECT max(id) - %s FROM audit_log) RETURNING *) "
-            "INSERT INTO audit_log SELECT id, actor, 'rewritten', entity, entity_id, detail, created_at FROM gone",
+            "WITH gone AS (DELETE FROM audit_log WHERE id = (SELECT max(id) - %s FROM audit_log) "
+            "RETURNING *) INSERT INTO audit_log "
+            "SELECT id, actor, 'rewritten', entity, entity_id, detail, created_at FROM gone",
             (rng.randrange(10),),
         )
     elif kind == 4:
@@ -176,9 +177,7 @@ def test_random_episodes_rewind_to_the_golden_exactly(claims_env: statekit.Envir
                 if rng.random() < 0.4:
                     _sql_write(app, rng)
                 else:
-                    obs, _, terminated, truncated, _ = env.step(
-                        random_action(env.tools, rng, seen, avoid=("submit",))
-                    )
+                    obs, *_ = env.step(random_action(env.tools, rng, seen, avoid=("submit",)))
                     harvest(obs, seen)
                 assert env.state().digest == env.digest_report(full=True).digest
     env.reset(seed=seed)
