@@ -190,6 +190,7 @@ class Journal:
             conn = psycopg.connect(self.conninfo, autocommit=True, application_name="statekit")
             set_json_loads(lambda text: json.loads(text, parse_float=Decimal), conn)
             conn.execute(q.SESSION_IO)
+            conn.execute(q.REPLICA)
             self._conn = conn
         return self._conn
 

@@ -35,6 +35,10 @@ SESSION_IO = (
     "SET datestyle = 'ISO, YMD'; SET intervalstyle = 'postgres'; SET timezone = 'UTC'; "
     "SET extra_float_digits = 3; SET bytea_output = 'hex'"
 )
+REPLICA = "SET session_replication_role = replica"
+"""statekit's own connection to a world runs with triggers and foreign-key checks off for good: a
+move must not fire them, and setting the role per move would throw away every cached plan each time
+(PostgreSQL resets its plan cache when this setting changes). Its reads do not depend on it."""
 
 BASE = f"""
 DROP EVENT TRIGGER IF EXISTS statekit_ddl;
@@ -165,7 +169,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_largeobject_metadata) THEN
         RAISE EXCEPTION 'statekit-dirty: large objects exist in this world';
     END IF;
-    PERFORM set_config('session_replication_role', 'replica', true);
+    IF current_setting('session_replication_role') <> 'replica' THEN  -- statekit's connection keeps it on
+        PERFORM set_config('session_replication_role', 'replica', true);
+    END IF;
     FOR t IN
         SELECT tb.undo FROM _statekit.tables tb
         WHERE tb.rel IN (SELECT DISTINCT j.rel FROM _statekit.journal j WHERE j.seq <@ fwd OR j.seq <@ back)
