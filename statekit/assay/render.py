@@ -12,12 +12,20 @@ from statekit.assay import spdx
 from statekit.assay.report import AssayReport
 
 COLOURS = {"yes": "green", "no": "red", "unknown": "yellow"}
-TOP_LICENCES = 6
+TOP_LICENCES = 4
 
 
 def to_json(report: AssayReport) -> str:
     """Sorted keys and a format version: the same environment gives the same bytes."""
     return json.dumps(report.as_dict(), sort_keys=True, ensure_ascii=False, indent=1)
+
+
+def _table(title: str, *headers: str) -> Table:
+    """A table whose long words (paths, hosts) fold onto the next line instead of being cut."""
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    return table
 
 
 def _mark(verdict: str) -> str:
@@ -42,8 +50,8 @@ def render(report: AssayReport, console: Console) -> None:
     )
     if report.images:
         console.print("image: " + ", ".join(i[:19] for i in report.images))
-    shipped = Table(
-        "kind", "components", "yes", "no", "unknown", "most common licences", "notes", title="what ships"
+    shipped = _table(
+        "what ships", "kind", "components", "yes", "no", "unknown", "most common licences", "notes"
     )
     for kind in sorted({c.kind for c in report.components}):
         mine = [c for c in report.components if c.kind == kind]
@@ -51,10 +59,10 @@ def render(report: AssayReport, console: Console) -> None:
         notes = []
         dfsg = sum("Debian main" in c.reason for c in mine)
         if dfsg:
-            notes.append(f"{dfsg} name licences outside SPDX: accepted as Debian main (DFSG)")
+            notes.append(f"{dfsg} on DFSG grounds (Debian main)")
         copyleft = sum(any(cat.startswith("Copyleft") for cat in c.categories) for c in mine)
         if copyleft:
-            notes.append(f"{copyleft} copyleft: offer their source with what you ship")
+            notes.append(f"{copyleft} copyleft")
         shipped.add_row(
             kind,
             str(len(mine)),
@@ -66,7 +74,7 @@ def render(report: AssayReport, console: Console) -> None:
         )
     console.print(shipped)
 
-    sources = Table("source", "origin", "synthetic", "terms", "verdict", title="fixtures")
+    sources = _table("fixtures", "source", "origin", "synthetic", "terms", "verdict")
     for row in report.fixtures:
         synthetic = "yes" if row["synthetic"] else "no"
         if row["production_data"]:
@@ -75,9 +83,7 @@ def render(report: AssayReport, console: Console) -> None:
     if report.fixtures:
         console.print(sources)
 
-    hosts = Table(
-        "host", "whose API", "terms", "redistributable", "cassettes", "verdict", title="recorded traffic"
-    )
+    hosts = _table("recorded traffic", "host", "whose API", "terms", "may ship", "cassettes", "verdict")
     hosts.columns[0].no_wrap = True
     for row in report.hosts:
         redistributable = {True: "yes", False: "no", None: "?"}[row["redistributable"]]
@@ -91,14 +97,9 @@ def render(report: AssayReport, console: Console) -> None:
         )
     if report.hosts:
         console.print(hosts)
-    leaks = [f for f in report.findings if f.area == "leaks"]
-    if report.cassettes and not leaks:
-        console.print(
-            f"leak scan: {len(report.cassettes)} cassette(s), no credential-looking value or personal data"
-        )
 
     if report.findings:
-        findings = Table("area", "subject", "verdict", "reason", title="findings")
+        findings = _table("findings", "area", "subject", "verdict", "reason")
         for f in sorted(report.findings, key=lambda f: (f.area, f.subject)):
             findings.add_row(f.area, f.subject, _mark(f.verdict), f.reason)
         console.print(findings)

@@ -8,7 +8,6 @@ format version, so two runs over the same environment give the same bytes.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -81,25 +80,35 @@ class AssayReport:
         return self.verdict == "yes"
 
     def reasons(self) -> list[str]:
-        """One line per area: what was checked and what it came to."""
-        lines = []
-        kinds = Counter(c.kind for c in self.components)
-        for kind in sorted(kinds):
-            mine = [c for c in self.components if c.kind == kind]
-            bad = [c for c in mine if c.verdict != "yes"]
-            copyleft = [c.name for c in mine if any(cat.startswith("Copyleft") for cat in c.categories)]
-            line = f"{kind}: {len(mine)} component(s), {len(mine) - len(bad)} under accepted licences"
-            if copyleft:
-                line += f"; {len(copyleft)} copyleft (shipping them obliges you to offer their source)"
-            lines.append(line)
-        if not self.components:
-            lines.append("licences: nothing found to ship")
-        lines.append(f"fixtures: {len(self.fixtures)} declared source(s)")
-        lines.append(f"traffic: {len(self.hosts)} host(s) in {len(self.cassettes)} cassette(s)")
-        for area in AREAS:
-            hits = [f for f in self.findings if f.area == area]
-            if hits:
-                lines.append(f"{area}: {len(hits)} finding(s)")
+        """One line per question: what was checked and what it came to."""
+        bad = [c for c in self.components if c.verdict != "yes"]
+        dfsg = sum("Debian main" in c.reason for c in self.components if c.verdict == "yes")
+        copyleft = sum(any(cat.startswith("Copyleft") for cat in c.categories) for c in self.components)
+        line = f"licences: {len(self.components)} component(s) ship, " + (
+            f"{len(bad)} not under an accepted licence" if bad else "all under accepted licences"
+        )
+        if dfsg:
+            line += f" ({dfsg} Debian package(s) on DFSG grounds)"
+        if copyleft:
+            line += f"; {copyleft} copyleft: offer their source with what you ship"
+        lines = [line]
+        if self.fixtures:
+            lines.append("fixtures: " + ", ".join(f"{f['name']} ({_kind_of(f)})" for f in self.fixtures))
+        else:
+            lines.append("fixtures: no source declared")
+        if self.cassettes:
+            good = sum(h["verdict"] == "yes" for h in self.hosts)
+            lines.append(
+                f"traffic: {len(self.hosts)} host(s) in {len(self.cassettes)} cassette(s), "
+                f"{good} with provenance that allows redistribution"
+            )
+            leaky = {f.subject for f in self.findings if f.area == "leaks"}
+            lines.append(
+                f"leaks: {len(self.cassettes)} cassette(s) scanned, "
+                f"{len(leaky)} with credential-looking values or personal data"
+            )
+        else:
+            lines.append("traffic: no recorded traffic")
         return lines
 
     def as_dict(self) -> dict[str, Any]:
@@ -123,3 +132,9 @@ class AssayReport:
 
     def _findings(self) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (AREAS.index(f.area), f.subject))
+
+
+def _kind_of(source: dict[str, Any]) -> str:
+    if source["production_data"]:
+        return "production data"
+    return "synthetic" if source["synthetic"] else f"named source, terms: {source['terms'] or 'not stated'}"
