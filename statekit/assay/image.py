@@ -21,8 +21,11 @@ from statekit.errors import ConfigError
 from statekit.strategies.container import OWNER_LABEL
 from statekit.strategies.naming import HOST_TAG
 
-DIST_METADATA = re.compile(r"(?:.+/)?site-packages/[^/]+\.dist-info/METADATA")
-"""Wheels installed with pip (Debian's own Python packages live in dist-packages: dpkg covers them)."""
+DIST_METADATA = re.compile(
+    r"(?:(?:.+/)?site-packages|usr/local/lib/python3[^/]*/dist-packages)/[^/]+\.dist-info/METADATA"
+)
+"""Wheels pip installed: into a virtualenv or a CPython's site-packages, or (Debian's pip) into
+/usr/local/lib/python3.X/dist-packages. /usr/lib/python3/dist-packages is dpkg's: its packages count."""
 DOC_DIR = re.compile(r"usr/share/doc/([^/]+)")
 
 
@@ -71,7 +74,7 @@ def read_files(client: Any, image: str, wanted: Callable[[str], bool]) -> ImageF
         stream = io.BufferedReader(_ChunkReader(iter(container.export(chunk_size=1 << 20))), 1 << 20)
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
-                name = member.name.lstrip("./")
+                name = member.name.removeprefix("./").lstrip("/")
                 doc = DOC_DIR.fullmatch(name)
                 if doc and member.issym():
                     found.doc_links[doc.group(1)] = member.linkname.rstrip("/").rsplit("/", 1)[-1]

@@ -34,7 +34,7 @@ def licence_of(meta: Any) -> tuple[str | None, str]:
         found = spdx.spdx(text)
         if found:
             return found, "License"
-    classified, _ = spdx.from_classifiers(list(meta.get_all("Classifier") or []))
+    classified = spdx.from_classifiers(list(meta.get_all("Classifier") or []))
     if classified:
         return classified, "classifiers"
     if text and text.upper() != "UNKNOWN":

@@ -165,13 +165,13 @@ def ref(source: str, name: str) -> str:
     return f"LicenseRef-{source}-" + (re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") or "unnamed")
 
 
-def from_classifiers(classifiers: list[str]) -> tuple[str | None, list[str]]:
-    """(an AND of the licences the trove classifiers name, the classifiers that map to nothing).
+def from_classifiers(classifiers: list[str]) -> str | None:
+    """An AND of the licences the trove classifiers name (None: they name none).
 
     Several licence classifiers do not say whether the choice is AND or OR: AND is the safe reading.
+    A classifier the tables lack is kept as ``LicenseRef-metadata-<its last part>``.
     """
     found: list[str] = []
-    unmapped: list[str] = []
     for classifier in classifiers:
         if not classifier.startswith("License ::") or classifier in (
             "License :: OSI Approved",
@@ -183,11 +183,8 @@ def from_classifiers(classifiers: list[str]) -> tuple[str | None, list[str]]:
         elif classifier in FAMILIES:
             found.append(FAMILIES[classifier][0])
         else:
-            unmapped.append(classifier)
             found.append(ref("metadata", classifier.rsplit("::", 1)[-1]))
-    if not found:
-        return None, unmapped
-    return " AND ".join(dict.fromkeys(found)), unmapped
+    return " AND ".join(dict.fromkeys(found)) or None
 
 
 def _debian_atom(name: str) -> str:

@@ -7,6 +7,7 @@ import email.parser
 import pytest
 
 from statekit.assay import debian, python_dists, spdx
+from statekit.assay.image import DIST_METADATA
 from statekit.assay.policy import Policy
 from statekit.assay.report import Shipped
 from statekit.errors import ConfigError
@@ -189,6 +190,19 @@ def test_packages_without_a_copyright_file_use_their_source_siblings() -> None:
     assert shipped["tool"].debian_main
     verdicts = {c.name: c.verdict for c in map(Policy.load().judge, shipped.values())}
     assert verdicts == {"tool": "yes", "libtool-data": "yes", "firmware-blob": "unknown"}
+
+
+@pytest.mark.parametrize(
+    ("path", "read"),
+    [
+        ("opt/venv/lib/python3.11/site-packages/a-1.dist-info/METADATA", True),
+        ("usr/local/lib/python3.11/dist-packages/b-1.dist-info/METADATA", True),  # Debian's pip
+        ("usr/lib/python3/dist-packages/c-1.dist-info/METADATA", False),  # dpkg's: counted as Debian
+        ("opt/venv/lib/python3.11/site-packages/a-1.dist-info/RECORD", False),
+    ],
+)
+def test_which_wheels_of_an_image_count(path: str, read: bool) -> None:
+    assert bool(DIST_METADATA.fullmatch(path)) is read
 
 
 def test_an_image_without_dpkg_is_refused_plainly() -> None:
