@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import State, StepResult, Task, Tool
+from statekit.contract import FixtureSource, State, StepResult, Task, Tool
 from statekit.env import Environment
 from statekit.errors import (
     ActionError,
@@ -78,6 +78,7 @@ __all__ = [
     "CowFilesystem",
     "Environment",
     "Episode",
+    "FixtureSource",
     "Outcome",
     "Prewarmed",
     "ReplayMissError",

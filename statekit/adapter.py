@@ -11,9 +11,10 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from statekit.contract import JSON, Task, Tool
+from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError
@@ -156,6 +157,14 @@ class Adapter(ABC):
         """For adapters that replay outbound traffic: start the real services and yield the adapter
         options that point the application at them (recording and the outbound-control check)."""
         raise ConfigError(f"adapter {self.name!r} talks to no outside services")
+
+    def fixture_sources(self) -> list[FixtureSource]:
+        """Where seeded data comes from (``statekit assay`` judges it). Empty means undeclared."""
+        return []
+
+    def cassettes(self) -> list[Path]:
+        """The recorded-traffic files episodes replay (``statekit assay`` checks their provenance)."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release adapter-wide resources (servers started for it). Safe to call twice."""

@@ -1,4 +1,4 @@
-"""The ``statekit`` command line: demo, digest, check, record, dump, diff, bisect, drift, serve.
+"""The ``statekit`` command line: demo, digest, check, record, dump, diff, bisect, drift, serve, assay.
 
 Exit codes: 0 success, 1 a check failed, 2 bad input or an error (the message names the problem).
 """
@@ -339,6 +339,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_assay(args: argparse.Namespace) -> int:
+    """May this environment ship? Licences of what ships, fixture sources, recorded traffic."""
+    from statekit.assay.policy import Policy
+    from statekit.assay.render import render, to_json
+    from statekit.assay.run import assay
+
+    report = assay(args.adapter, strategy=args.strategy, policy=Policy.load(args.policy))
+    if args.json:
+        print(to_json(report))
+    else:
+        render(report, console)
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statekit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -420,6 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--uds", default=None, help="serve on this Unix socket instead of TCP")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="close after N idle s; 0: never")
     serve.set_defaults(func=cmd_serve)
+
+    assay = sub.add_parser("assay", help="may it ship? licences, fixture sources, recorded traffic")
+    assay.add_argument("adapter", help="registered name (claims_app) or package.module:attribute")
+    assay.add_argument("--strategy", default=None, help="container: assay the image's content")
+    assay.add_argument("--policy", default=None, help="TOML policy (default: statekit's, see docs)")
+    assay.add_argument("--json", action="store_true")
+    assay.set_defaults(func=cmd_assay)
     return parser
 
 

@@ -37,7 +37,7 @@ from examples.claims_app.db import create_schema, make_engine, make_session_fact
 from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import JSON, Task, Tool
+from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.replay import CANONICAL_BASE, Replay
 from statekit.digest.compute import Digest, merge
 from statekit.digest.coverage import coverage_problems, live_columns
@@ -279,6 +279,18 @@ class ClaimsAdapter(Adapter):
 
     def cassette(self, seed: int) -> Path:
         return self.cassette_dir / f"seed-{seed}.yaml"
+
+    def cassettes(self) -> list[Path]:
+        return sorted(self.cassette_dir.glob("seed-*.yaml"))
+
+    def fixture_sources(self) -> list[FixtureSource]:
+        return [
+            FixtureSource(
+                name="claims seed script",
+                origin="examples/claims_app/fixtures.py (seeded Faker)",
+                synthetic=True,
+            )
+        ]
 
     def _outbound_base(self) -> tuple[str, bool]:
         """(vendor base URL the app is given, whether calls are replayed)."""
