@@ -254,18 +254,32 @@ class Journal:
             reason = self.dirty()
             if reason:
                 raise RewindError(reason)
-            conn = self.connection()
-            conn.execute(
-                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            row = conn.execute(
+            row = self._call(
                 "SELECT _statekit.sequence_positions(), "
                 "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
-                "FROM _statekit.journal_seq_seq)"
-            ).fetchone()
-            assert row is not None
+                "FROM _statekit.journal_seq_seq)",
+                (),
+            )
             return Mark(Cut(self.generation, self._path_to(int(row[1]))), dict(row[0]))
+
+    def _call(self, query: str, params: Sequence[Any]) -> tuple[Any, ...]:
+        """Run one of the journal's functions: prepared transactions left in the world are rolled back
+        (then it runs again), a tainted journal is a RewindError with its reason, any other failure too."""
+        conn = self.connection()
+        for attempt in (1, 2):
+            try:
+                row = conn.execute(query, params).fetchone()
+                assert row is not None
+                return tuple(row)
+            except psycopg.Error as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                if "statekit-prepared" in message and attempt == 1:
+                    self._rollback_prepared(conn)
+                    continue
+                if "statekit-dirty: " in message:
+                    raise RewindError(message.split("statekit-dirty: ", 1)[1]) from exc
+                raise RewindError(f"the journal failed: {message}") from exc
+        raise AssertionError("unreachable")
 
     def move(self, to: Mark | None, *, reset: bool = False) -> int:
         """Put the world at ``to`` (None: the golden). ``reset`` (only with ``to=None``) also empties the
@@ -281,31 +295,18 @@ class Journal:
             missing = self.unavailable()
             if missing:
                 raise RewindError(missing)
-            conn = self.connection()
             target: Ranges = () if to is None else to.cut.path
             if to is not None and to.cut.generation != self.generation:
                 raise RewindError("the bookmark is older than the journal (it was emptied since)")
             current = (*self._base, (self._open_from, OPEN_END))  # no need to ask where it ends
             fwd, back = _minus(target, current), _minus(current, target)
             seqs = json.dumps(to.sequences if to is not None else {})
-            for attempt in (1, 2):
-                try:
-                    row = conn.execute(
-                        "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s), "
-                        "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
-                        "FROM _statekit.journal_seq_seq)",
-                        (multirange(fwd), multirange(back), seqs, reset),
-                    ).fetchone()
-                    break
-                except psycopg.Error as exc:
-                    message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                    if "statekit-prepared" in message and attempt == 1:
-                        self._rollback_prepared(conn)
-                        continue
-                    if "statekit-dirty: " in message:
-                        raise RewindError(message.split("statekit-dirty: ", 1)[1]) from exc
-                    raise RewindError(f"the rewind failed: {message}") from exc
-            assert row is not None
+            row = self._call(
+                "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s), "
+                "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+                "FROM _statekit.journal_seq_seq)",
+                (multirange(fwd), multirange(back), seqs, reset),
+            )
             if reset:
                 self.generation += 1
                 self._base, self._open_from = (), 1

@@ -142,6 +142,23 @@ BEGIN
     END LOOP;
 END $$;
 
+-- End every other connection to this world (waiting for each to exit) and refuse while prepared
+-- transactions are open: nothing of the application's sessions may outlive a move or a mark.
+CREATE FUNCTION _statekit.quiet() RETURNS void
+LANGUAGE plpgsql {STABLE_IO} AS $$
+DECLARE
+    me oid := (SELECT oid FROM pg_database WHERE datname = current_database());
+BEGIN
+    IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application is still connected
+        PERFORM pg_terminate_backend(a.pid, 5000)
+        FROM pg_stat_get_activity(NULL) a WHERE a.datid = me AND a.pid <> pg_backend_pid();
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_prepared_xact() p WHERE p.dbid = me) THEN
+        RAISE EXCEPTION 'statekit-prepared: prepared transactions are open in this world';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION _statekit.quiet() FROM PUBLIC;
+
 -- Move the world along the journal: apply the entries in ``fwd`` as recorded and those in ``back``
 -- in reverse, table by table (net effect per distinct row image), then set every sequence to
 -- ``seqs`` ({{"oid": [last_value, is_called]}}; absent means the golden's); ``reset`` empties the
@@ -153,16 +170,8 @@ DECLARE
     s record;
     moved integer := 0;
     n integer;
-    others integer;
-    me oid := (SELECT oid FROM pg_database WHERE datname = current_database());
 BEGIN
-    IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application is still connected
-        SELECT count(pg_terminate_backend(a.pid, 5000)) INTO others
-        FROM pg_stat_get_activity(NULL) a WHERE a.datid = me AND a.pid <> pg_backend_pid();
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_prepared_xact() p WHERE p.dbid = me) THEN
-        RAISE EXCEPTION 'statekit-prepared: prepared transactions are open in this world';
-    END IF;
+    PERFORM _statekit.quiet();
     IF (SELECT dirty FROM _statekit.meta) IS NOT NULL THEN
         RAISE EXCEPTION 'statekit-dirty: %', (SELECT dirty FROM _statekit.meta);
     END IF;
@@ -193,14 +202,15 @@ BEGIN
             PERFORM setval(s.rel, (s.want ->> 0)::bigint, false);
         END IF;
     END LOOP;
-    IF reset THEN
-        TRUNCATE _statekit.journal RESTART IDENTITY;
+    IF reset THEN  -- DELETE, not TRUNCATE: new files for a table, its index and sequence cost milliseconds
+        DELETE FROM _statekit.journal;
+        PERFORM setval('_statekit.journal_seq_seq', 1, false);
     END IF;
     RETURN moved;
 END $$;
 REVOKE ALL ON FUNCTION _statekit.move(int8multirange, int8multirange, jsonb, boolean) FROM PUBLIC;
 
--- Sequence positions, for a bookmark: {{"oid": [last_value, is_called]}}.
+-- A bookmark, once the world is quiet: every sequence's position {{"oid": [last_value, is_called]}}.
 CREATE FUNCTION _statekit.sequence_positions() RETURNS jsonb
 LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
@@ -209,6 +219,7 @@ DECLARE
     c boolean;
     out jsonb := '{{}}';
 BEGIN
+    PERFORM _statekit.quiet();
     FOR s IN SELECT rel FROM _statekit.sequences LOOP
         EXECUTE format('SELECT last_value, is_called FROM %s', s.rel::regclass) INTO v, c;
         out := out || jsonb_build_object(s.rel::text, jsonb_build_array(v, c));

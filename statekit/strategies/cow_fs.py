@@ -86,7 +86,8 @@ class CowCopy:
 @dataclass(frozen=True)
 class _FilesMark:
     world_id: str
-    path: Path
+    path: Path | None
+    """The saved state (an upper dir, a snapshot); None: the golden itself."""
 
 
 class CowFilesystem(ResetStrategy):
@@ -245,6 +246,8 @@ class CowFilesystem(ResetStrategy):
         saved = self._marks / self.names.episode()
         if self.method == "overlay":
             assert handle.upper is not None
+            if not any(os.scandir(handle.upper)):
+                return _FilesMark(world.id, None)  # nothing changed: the bookmark is the golden itself
             _run("cp", "-a", "--", str(handle.upper), str(saved))
         elif self.method == "btrfs":
             _run("btrfs", "subvolume", "snapshot", str(self._copies / world.id), str(saved))
@@ -253,18 +256,19 @@ class CowFilesystem(ResetStrategy):
         return _FilesMark(world.id, saved)
 
     def forget(self, mark: object) -> None:
-        if isinstance(mark, _FilesMark):
+        if isinstance(mark, _FilesMark) and mark.path is not None:
             self._remove_tree(mark.path)
 
     def rewind(self, world: World, to: object = None) -> None:
         handle = self._copy_of(world)
         if to is not None and not (isinstance(to, _FilesMark) and to.world_id == world.id):
             raise RewindError(f"that bookmark belongs to another world than {world.id!r}")
-        source = handle.golden if to is None else to.path
+        saved = None if to is None else to.path
+        source = handle.golden if saved is None else saved
         copy = self._copies / world.id
         try:
             if self.method == "overlay":
-                self._rewind_overlay(copy, handle, None if to is None else to.path)
+                self._rewind_overlay(copy, handle, saved)
             elif self.method == "btrfs":
                 _run("btrfs", "subvolume", "delete", str(copy))
                 _run("btrfs", "subvolume", "snapshot", str(source), str(copy))

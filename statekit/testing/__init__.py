@@ -36,12 +36,24 @@ class Rollout:
     rewards: list[float]
 
 
+def fresh_digest(env: Environment) -> str:
+    """The world's digest recomputed from every row: a check must not trust reset's cached golden
+    digest, nor a digest updated from the journal (a strategy could break either)."""
+    return env.digest_report(full=True).digest
+
+
 def rollout(
-    env: Environment, *, seed: int, actions: Sequence[Action], options: dict[str, JSON] | None = None
+    env: Environment,
+    *,
+    seed: int,
+    actions: Sequence[Action],
+    options: dict[str, JSON] | None = None,
+    digests: bool = True,
 ) -> Rollout:
-    """Reset to ``seed``, play ``actions`` until the episode ends, and record everything."""
+    """Reset to ``seed``, play ``actions`` until the episode ends, and record everything (``digests``:
+    hash the world afresh at the start and the end)."""
     obs, _ = env.reset(seed=seed, options=options)
-    initial = env.state().digest  # computed afresh, not reset's cached golden digest
+    initial = fresh_digest(env) if digests else ""
     observations, rewards = [obs], []
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -49,7 +61,7 @@ def rollout(
         rewards.append(reward)
         if terminated or truncated:
             break
-    return Rollout(seed, initial, env.state().digest, observations, rewards)
+    return Rollout(seed, initial, fresh_digest(env) if digests else "", observations, rewards)
 
 
 def first_difference(a: Rollout, b: Rollout) -> str | None:
@@ -121,13 +133,13 @@ def check_reset_restores(env: Environment, seed: int, script: Sequence[Action]) 
     """Mutate, reset, and the initial digest returns."""
     _, info = env.reset(seed=seed)
     initial = info["digest"]
-    if env.state().digest != initial:
+    if fresh_digest(env) != initial:
         return f"seed {seed}: starting the episode changed the world (reset's digest is not the state's)"
     for action in script:
         env.step(action)
-    mutated = env.state().digest
+    mutated = fresh_digest(env)
     env.reset(seed=seed)
-    again = env.state().digest  # the world itself, freshly hashed: a strategy that did not reset shows here
+    again = fresh_digest(env)  # the world itself, freshly hashed: a strategy that did not reset shows here
     if again != initial:
         return f"seed {seed}: digest after reset is {again[:12]}, initial was {str(initial)[:12]}"
     if mutated == initial and script:
@@ -143,10 +155,10 @@ def check_task(env: Environment, kind: str, seed: int, repeats: int) -> str | No
         script = env.adapter.reference_actions(env.task)
         if not script:
             return f"task {kind!r} (seed {seed}) has no reference script"
-        noop = rollout(env, seed=seed, actions=[script[-1]], options=options)
+        noop = rollout(env, seed=seed, actions=[script[-1]], options=options, digests=False)
         if sum(noop.rewards) != 0:
             return f"task {kind!r} (seed {seed}): doing nothing scores {noop.rewards}, expected 0"
-        ref = rollout(env, seed=seed, actions=script, options=options)
+        ref = rollout(env, seed=seed, actions=script, options=options, digests=False)
         if not ref.rewards or ref.rewards[-1] != 1.0:
             return f"task {kind!r} (seed {seed}): the reference scores {ref.rewards}, expected a final 1.0"
     return None
@@ -241,18 +253,18 @@ def probe_rollout(
     State must change only inside ``step``; a background job firing between steps shows up here.
     """
     obs, _ = env.reset(seed=seed, options=options)
-    initial = env.state().digest
+    initial = fresh_digest(env)
     observations, rewards, moved = [obs], [], False
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
         observations.append(obs)
         rewards.append(reward)
-        before = env.state().digest
+        before = fresh_digest(env)
         time.sleep(pause)
-        moved = moved or env.state().digest != before
+        moved = moved or fresh_digest(env) != before
         if terminated or truncated:
             break
-    return Rollout(seed, initial, env.state().digest, observations, rewards), moved
+    return Rollout(seed, initial, fresh_digest(env), observations, rewards), moved
 
 
 def check_controls(
@@ -354,6 +366,7 @@ __all__ = [
     "check_seeds_differ",
     "check_task",
     "first_difference",
+    "fresh_digest",
     "probe_rollout",
     "reference_script",
     "rollout",
