@@ -10,9 +10,11 @@ A policy maps (observation, info of the reset, a seeded RNG) to the next action.
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,6 +76,8 @@ class EpisodeResult:
     reward: float
     steps: int
     truncated: bool
+    digest: str = ""
+    """The world's digest when the episode ended (filled by ``play``)."""
 
 
 def run_episode(
@@ -103,3 +107,46 @@ def run_script(
         if terminated or truncated:
             break
     return EpisodeResult(seed, str(info["task_id"]), reward, steps, truncated)
+
+
+KINDS = ("do_nothing", "random", "reference")
+"""The scripts ``play`` knows: two policies and the reference (which needs the in-process adapter)."""
+
+
+def play(env: Any, seed: int, kind: str, *, options: dict[str, Any] | None = None) -> EpisodeResult:
+    """One episode of ``kind`` from ``reset(seed)``, with the final world digest."""
+    if kind == "reference":
+        env.reset(seed=seed, options=options)
+        result = run_script(env, seed, env.adapter.reference_actions(env.task), options=options)
+    else:
+        result = run_episode(env, POLICIES[kind], seed, options=options)
+    return EpisodeResult(**{**result.__dict__, "digest": env.state().digest})
+
+
+def play_all(
+    pairs: Sequence[tuple[int, str]], make_options: dict[str, Any] | None = None
+) -> list[EpisodeResult]:
+    """Play (seed, kind) pairs one after another in one environment of this process."""
+    import statekit
+
+    with statekit.make("code_env", **(make_options or {})) as env:
+        return [play(env, seed, kind) for seed, kind in pairs]
+
+
+def play_in_parallel(
+    pairs: Sequence[tuple[int, str]], workers: int, make_options: dict[str, Any] | None = None
+) -> list[EpisodeResult]:
+    """The same, split over ``workers`` processes (each with its own environment), in input order.
+
+    Processes, not threads: statekit's determinism controls patch process-wide names and take turns
+    within a process.
+    """
+    shares = [list(pairs[i::workers]) for i in range(workers)]
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited locks or mounts
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        done = list(pool.map(play_all, shares, [make_options] * workers))
+    results: list[EpisodeResult | None] = [None] * len(pairs)
+    for i, share in enumerate(done):
+        for j, result in enumerate(share):
+            results[i + j * workers] = result
+    return [r for r in results if r is not None]
