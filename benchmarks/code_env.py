@@ -49,7 +49,7 @@ def _row(table: Table, name: str, samples: list[float], *extra: str) -> None:
 
 
 def tool_latencies(samples: int) -> None:
-    with statekit.make("code_env") as env:
+    with statekit.make("code_env", max_steps=100_000) as env:  # one episode takes every tool sample
         env.reset(seed=7, options={"task": TASK})  # builds the golden once
         reference = env.adapter.reference_actions(env.task)[0]
 
@@ -139,7 +139,7 @@ def sandboxes(samples: int) -> None:
         table.add_column(column, justify="right")
     for strategy in ("subprocess", "container"):
         try:
-            env = statekit.make("code_env", strategy=strategy, tasks=[TASK])
+            env = statekit.make("code_env", strategy=strategy, tasks=[TASK], max_steps=100_000)
         except statekit.ConfigError as exc:
             table.add_row(strategy, "-", "-", "-", f"not run: {exc}")
             continue
