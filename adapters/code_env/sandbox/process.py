@@ -90,7 +90,8 @@ class ProcessSandbox(Sandbox):
         self.disabled = disabled
         self.slots = slots or UidSlots()
         self._identity = _interpreter_identity(python)
-        self._runner_code = _compile_runner(python)
+        self.runner_code = _compile_runner(python)
+        """The runner's code object, marshalled in hex by ``python`` itself."""
 
     def open(self, work_dir: Path) -> ProcessSession:
         return ProcessSession(self, Path(work_dir))
@@ -116,61 +117,64 @@ class ProcessSession(SandboxSession):
         with box.slots.borrow() as lease:
             records_r, records_w = os.pipe()
             error_r, error_w = os.pipe()
-            config: dict[str, Any] = {
-                "work_dir": str(self.work_dir),
-                "uid": lease.uid,
-                "records_fd": records_w,
-                "error_fd": error_w,
-                "limits": box.limits.rlimits(),
-                "scratch_bytes": box.limits.scratch_bytes,
-                "masked": [] if "mask" in box.disabled else list(box.masked),
-                "network_namespace": "network" not in box.disabled,
-                "no_aslr": True,
-                "env": sandbox_environment(box.disabled),
-                "argv": [
-                    box.python,
-                    *PYTHON_FLAGS,
-                    "-c",
-                    LOAD_RUNNER,
-                    box._runner_code,
-                    job.encoded(box.limits),
-                ],
-            }
-            started = time.monotonic()
             try:
-                proc = subprocess.Popen(
-                    [box.python, "-I", "-S", str(LAUNCHER), marshal.dumps(config, 4).hex()],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    pass_fds=(records_w, error_w),
-                    start_new_session=True,  # its own process group: the timeout kills all of it
-                    env={"PATH": "/usr/bin:/bin"},
-                )
-            finally:
-                os.close(records_w)
-                os.close(error_w)
-            assert proc.stdout is not None and proc.stderr is not None
-            out, err = BoundedBuffer(box.limits.output_bytes), BoundedBuffer(box.limits.output_bytes)
-            records, failure = BoundedBuffer(box.limits.records_bytes), BoundedBuffer(64 * 1024)
-            streams = {
-                proc.stdout.fileno(): out,
-                proc.stderr.fileno(): err,
-                records_r: records,
-                error_r: failure,
-            }
-            try:
-                timed_out = _drain(streams, proc, box.limits.wall_seconds)
+                config: dict[str, Any] = {
+                    "work_dir": str(self.work_dir),
+                    "uid": lease.uid,
+                    "records_fd": records_w,
+                    "error_fd": error_w,
+                    "limits": box.limits.rlimits(),
+                    "scratch_bytes": box.limits.scratch_bytes,
+                    "masked": [] if "mask" in box.disabled else list(box.masked),
+                    "network_namespace": "network" not in box.disabled,
+                    "no_aslr": True,
+                    "env": sandbox_environment(box.disabled),
+                    "argv": [
+                        box.python,
+                        *PYTHON_FLAGS,
+                        "-c",
+                        LOAD_RUNNER,
+                        box.runner_code,
+                        job.encoded(box.limits),
+                    ],
+                }
+                started = time.monotonic()
+                try:
+                    proc = subprocess.Popen(
+                        [box.python, "-I", "-S", str(LAUNCHER), marshal.dumps(config, 4).hex()],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        pass_fds=(records_w, error_w),
+                        start_new_session=True,  # its own process group: the timeout kills all of it
+                        env={"PATH": "/usr/bin:/bin"},
+                    )
+                finally:  # only the launcher holds the write ends now: EOF means the run is over
+                    os.close(records_w)
+                    os.close(error_w)
+                out, err = BoundedBuffer(box.limits.output_bytes), BoundedBuffer(box.limits.output_bytes)
+                records, failure = BoundedBuffer(box.limits.records_bytes), BoundedBuffer(64 * 1024)
+                assert proc.stdout is not None and proc.stderr is not None
+                streams = {
+                    proc.stdout.fileno(): out,
+                    proc.stderr.fileno(): err,
+                    records_r: records,
+                    error_r: failure,
+                }
+                with proc:  # closes stdout/stderr and waits, whatever happens
+                    try:
+                        timed_out = _drain(streams, proc.pid, box.limits.wall_seconds)
+                    except BaseException:
+                        _kill(proc.pid)
+                        lease.killed = True
+                        raise
+                lease.killed = timed_out
             finally:
                 os.close(records_r)
                 os.close(error_r)
-                proc.stdout.close()
-                proc.stderr.close()
-            lease.killed = timed_out
-            returncode = proc.wait()
-        if failure.size and returncode == launch.LAUNCH_FAILED:
+        if failure.size and proc.returncode == launch.LAUNCH_FAILED:
             raise SandboxError(f"the process sandbox could not start the run: {failure.text()}")
-        exit_code, signal_name = _status(returncode, timed_out)
+        exit_code, signal_name = _status(proc.returncode, timed_out)
         return RunResult(
             exit_code=exit_code,
             signal=signal_name,
@@ -183,7 +187,13 @@ class ProcessSession(SandboxSession):
         )
 
 
-def _drain(streams: dict[int, BoundedBuffer], proc: subprocess.Popen[bytes], wall: float) -> bool:
+def _kill(pid: int) -> None:
+    """SIGKILL the launcher's process group; PID 1 of the run follows it (``PR_SET_PDEATHSIG``)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _drain(streams: dict[int, BoundedBuffer], pid: int, wall: float) -> bool:
     """Read every stream to its end; past ``wall`` seconds kill the run. Returns whether it timed out."""
     selector = selectors.DefaultSelector()
     for fd in streams:
@@ -198,8 +208,7 @@ def _drain(streams: dict[int, BoundedBuffer], proc: subprocess.Popen[bytes], wal
                 if timed_out:  # killed, yet something still holds a pipe: stop waiting for it
                     break
                 timed_out = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                _kill(pid)
                 deadline = time.monotonic() + KILL_GRACE
                 continue
             for key, _ in selector.select(remaining):
