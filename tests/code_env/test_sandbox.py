@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +32,9 @@ def test_probe():
     print("random", random.random(), uuid.uuid4())
     print("object", object())
     print("set order", list({"pear", "apple", "fig", "kiwi", "plum"}))
-    print("tasks dir", os.path.exists(TASKS), os.listdir(TASKS) if os.path.isdir(TASKS) else None)
+    print("tasks dir", os.path.exists(TASKS))
+    top = ("root", "home", "var", "run", "work")
+    print("top", {d: os.listdir("/" + d) for d in top if os.path.isdir("/" + d)})
     for probe in (lambda: open("written.txt", "w"), lambda: socket.create_connection(("127.0.0.1", PORT), 2)):
         try:
             probe()
@@ -71,7 +75,9 @@ def test_what_the_model_code_sees(session: SandboxSession, tmp_path: Path) -> No
     assert "hashseed 0 hostname sandbox" in out
     assert "cwd /tmp/work pid 2" in out  # its own PID namespace (PID 1 is the sandbox's init)
     assert "now 1700000000.0 2023-11-14T22:13:20 2023-11-14" in out
-    assert "tasks dir True []" in out  # the task store is there, and empty: masked
+    assert "tasks dir False" in out  # the checkout's directory is not there at all
+    top = out.split("top ")[1].splitlines()[0]
+    assert top.count("[]") == top.count(":") and "'root': []" in top  # homes, /var, /run: empty
     assert out.count("refused") == 2 and "ALLOWED" not in out
     assert "refused OSError 30" in out  # read-only working directory (EROFS)
     assert "refused OSError 101" in out  # no network (ENETUNREACH)
@@ -87,12 +93,26 @@ def test_the_same_seed_repeats_the_output_exactly(session: SandboxSession, tmp_p
     assert strip(first.stdout) != strip(other.stdout)
 
 
-def test_a_host_secret_in_a_world_readable_file_is_masked(session: SandboxSession, tmp_path: Path) -> None:
-    secret = TASKS_DIR / "median" / "hidden_tests.py"
-    assert secret.stat().st_mode & 0o004, "the store is world-readable here: only the mask hides it"
-    code = f"def test_read():\n    print(open({str(secret)!r}).read()[:20])\n"
-    result = _visible(session, tmp_path, code)
-    assert "FileNotFoundError" in result.stdout and "Hidden tests" not in result.stdout
+def test_a_store_inside_a_system_directory_is_masked(tmp_path: Path) -> None:
+    """System directories stay visible (the interpreter lives there), so a task store installed in
+    one is hidden by its own mask; a sibling without one is readable, which shows the mask at work."""
+    require_root()
+    stores = [Path(tempfile.mkdtemp(prefix="statekit-test-", dir="/usr/local/share")) for _ in range(2)]
+    try:
+        for store in stores:
+            store.chmod(0o755)
+            shutil.copy(TASKS_DIR / "median" / "hidden_tests.py", store / "hidden_tests.py")
+            (store / "hidden_tests.py").chmod(0o644)
+        tmp_path.chmod(0o755)
+        box = ProcessSandbox(Limits(wall_seconds=5), masked=(stores[0],))
+        code = "def test_read():\n"
+        for store in stores:
+            code += f"    print(os.path.exists({str(store / 'hidden_tests.py')!r}))\n"
+        result = _visible(box.open(tmp_path), tmp_path, "import os\n" + code)
+        assert result.stdout.splitlines()[:2] == ["False", "True"], result
+    finally:
+        for store in stores:
+            shutil.rmtree(store)
 
 
 def test_without_root_the_process_sandbox_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None:

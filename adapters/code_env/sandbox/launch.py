@@ -9,11 +9,15 @@ multi-threaded host process is unsafe. Three processes result:
    with the run's status (``128 + N`` for a signal). If it dies, its child gets ``SIGKILL``
    (``PR_SET_PDEATHSIG``), so killing the launcher kills the run: that is how the host enforces the
    wall clock.
-2. PID 1 of the new PID namespace (still root): mounts a fresh ``/proc``, size-limited tmpfs over
-   ``/tmp``, ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (the only world-writable places), empty
-   read-only tmpfs over every masked path (the hidden tests' store), and the working directory
-   read-only at ``/tmp/work``; forks the model's process, reaps, and exits with its status. When PID 1
-   exits the kernel kills everything left in the namespace, so a fork bomb or a daemon dies with it.
+2. PID 1 of the new PID namespace (still root): mounts a fresh ``/proc``; hides every top-level
+   directory but the system's own (``/usr``, ``/etc``, ``/dev``, ... and the interpreter's prefix)
+   under an empty read-only tmpfs, and every top-level file under ``/dev/null``, so home directories,
+   checkouts, ``/var``, ``/run`` and ``/srv`` are simply not there; mounts empty read-only tmpfs over
+   every masked path left visible (the hidden tests' store, when it lives in a system directory),
+   size-limited tmpfs over ``/tmp`` and ``/dev/shm`` (the only writable places), and the working
+   directory read-only at ``/tmp/work``; forks the model's process, reaps, and exits with its status.
+   When PID 1 exits the kernel kills everything left in the namespace, so a fork bomb or a daemon
+   dies with it.
 3. the model's process: sets resource limits, drops to the run's own unprivileged uid (no groups),
    disables address-space randomisation (so ``repr`` addresses repeat), and ``exec``\\ s Python.
 
@@ -41,7 +45,9 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 ADDR_NO_RANDOMIZE = 0x0040000
-SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SCRATCH = ("/tmp", "/dev/shm")
+SYSTEM = ("bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr")
+"""Top-level directories a run keeps (plus the interpreter's prefix); everything else is hidden."""
 WORK = "/tmp/work"
 RECORDS_FD = 3
 LAUNCH_FAILED = 125
@@ -79,16 +85,29 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 def _prepare_filesystem(config: dict[str, Any], work_fd: int) -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    size = int(config["scratch_bytes"])
-    for path in SCRATCH:
+    keep = set(SYSTEM) | set(config["keep"])
+    for name in sorted(os.listdir("/")) if config["hide_the_rest"] else []:
+        path = "/" + name
+        if name in keep or os.path.islink(path):  # /bin -> usr/bin: masking it would mask /usr/bin
+            continue
         if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+            _hide(path)
+        elif os.path.isfile(path):
+            _mount("/dev/null", path, None, MS_BIND)
     for path in config["masked"]:
         if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+            _hide(path)
+    size = int(config["scratch_bytes"])
+    for path in SCRATCH:
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     os.mkdir(WORK, 0o755)
     _mount(f"/proc/self/fd/{work_fd}", WORK, None, MS_BIND | MS_REC)
     _mount("none", WORK, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _hide(path: str) -> None:
+    """An empty, read-only directory where ``path`` was (in this mount namespace only)."""
+    _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
 
 
 def _become_the_model(config: dict[str, Any]) -> None:

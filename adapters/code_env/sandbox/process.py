@@ -90,7 +90,9 @@ class ProcessSandbox(Sandbox):
         self.disabled = disabled
         self.slots = slots or UidSlots()
         self._identity = _interpreter_identity(python)
-        self.runner_code = _compile_runner(python)
+        self.runner_code, prefixes = _compile_runner(python)
+        self.keep = sorted({Path(p).parts[1] for p in prefixes if len(Path(p).parts) > 1})
+        """Top-level directories the interpreter needs besides the system's (e.g. ``opt``)."""
         """The runner's code object, marshalled in hex by ``python`` itself."""
 
     def open(self, work_dir: Path) -> ProcessSession:
@@ -126,6 +128,8 @@ class ProcessSession(SandboxSession):
                     "limits": box.limits.rlimits(),
                     "scratch_bytes": box.limits.scratch_bytes,
                     "masked": [] if "mask" in box.disabled else list(box.masked),
+                    "hide_the_rest": "mask" not in box.disabled,
+                    "keep": box.keep,
                     "network_namespace": "network" not in box.disabled,
                     "no_aslr": True,
                     "env": sandbox_environment(box.disabled),
@@ -238,8 +242,9 @@ def _status(returncode: int, timed_out: bool) -> tuple[int | None, str | None]:
     return returncode, None
 
 
-def _compile_runner(python: str) -> str:
-    """The runner's code object, marshalled by ``python`` itself (bytecode is version-specific), in hex."""
+def _compile_runner(python: str) -> tuple[str, list[str]]:
+    """The runner's code object, marshalled by ``python`` itself (bytecode is version-specific), in
+    hex; and that interpreter's prefixes (its standard library must stay visible in the sandbox)."""
     done = subprocess.run(
         [
             python,
@@ -247,7 +252,8 @@ def _compile_runner(python: str) -> str:
             "-S",
             "-c",
             "import marshal,sys;"
-            f"print(marshal.dumps(compile(sys.stdin.read(), {RUNNER_PATH!r}, 'exec')).hex())",
+            f"print(marshal.dumps(compile(sys.stdin.read(), {RUNNER_PATH!r}, 'exec')).hex());"
+            "print(sys.prefix);print(sys.base_prefix);print(sys.exec_prefix)",
         ],
         input=RUNNER_SOURCE,
         capture_output=True,
@@ -258,7 +264,8 @@ def _compile_runner(python: str) -> str:
         raise ConfigError(
             f"{python} could not compile the sandbox runner (Python >= 3.11 needed): {done.stderr[-500:]}"
         )
-    return done.stdout.strip()
+    code, *prefixes = done.stdout.split()
+    return code, prefixes
 
 
 def _interpreter_identity(python: str) -> str:
