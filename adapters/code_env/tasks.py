@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.code_env.sandbox.base import Job
+from adapters.code_env.sandbox.base import Job, Limits
 from adapters.code_env.sandbox.runner import encode
 from statekit import ConfigError
 
@@ -42,6 +42,8 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 CATEGORIES = ("implement", "bugfix")
 SCORINGS = ("fraction", "all")
 VISIBLE_FILE = "test_visible.py"
+MAX_JOB_CHARS = 120_000
+"""A run's job travels as one command-line argument, which the kernel caps at 128 KiB."""
 _STEP_KEYS = {"call", "args", "kwargs", "expect", "raises", "approx", "at", "seed", "as"}
 _CASE_KEYS = {"name", "steps"} | _STEP_KEYS
 _TOML_KEYS = {"category", "scoring", "module", "spec", "visible", "metadata", "max_steps"}
@@ -175,6 +177,11 @@ def load_task(folder: Path) -> TaskSpec:
     if VISIBLE_FILE in start or VISIBLE_FILE in reference:
         raise fail(f"{VISIBLE_FILE} is generated from the examples; remove it from start/ and reference/")
     cases = _load_cases(folder / "hidden_tests.py", fail)
+    size = len(Job("hidden", 0.0, 0, module, [[s.wire() for s in c.steps] for c in cases]).encoded(Limits()))
+    if size > MAX_JOB_CHARS:
+        raise fail(
+            f"the hidden cases' inputs take {size} characters on a command line; the limit is {MAX_JOB_CHARS}"
+        )
     return TaskSpec(
         id=folder.name,
         category=category,

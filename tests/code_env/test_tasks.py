@@ -109,3 +109,13 @@ def test_a_task_failing_validation_never_enters_the_pool(task_store: Callable[..
         with pytest.raises(ValueError, match="left out of the pool"):
             env.reset(seed=1, options={"task": "median"})
         assert env.reset(seed=1)[1]["task_id"] == "leap_year"
+
+
+def test_hidden_inputs_too_large_for_one_command_line_are_refused(task_store: Callable[..., Path]) -> None:
+    folder = task_store("median") / "median"
+    big = "[" + ", ".join(str(i) for i in range(40_000)) + "]"
+    (folder / "hidden_tests.py").write_text(
+        f"CASES = [{{'name': 'big', 'call': 'median', 'args': ({big},), 'expect': 1}}]\n"
+    )
+    with pytest.raises(statekit.ConfigError, match="on a command line"):
+        load_task(folder)

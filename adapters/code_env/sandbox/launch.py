@@ -1,7 +1,8 @@
 """The process sandbox's launcher: a separate program, run as root, that starts one sandboxed run.
 
-Usage: ``python -I -S launch.py CONFIG`` where CONFIG is ``marshal``-ed plain data in hex, written
-by the host (standard library only, and as few imports as possible: it starts once per run). It is its own
+Usage: ``python -I -S launch.py < CONFIG`` where CONFIG is ``marshal``-ed plain data written by the
+host on stdin (not in ``argv``, whose size the kernel caps); standard library only, and as few imports
+as possible: it starts once per run. It is its own
 program rather than a ``preexec_fn`` because it forks and mounts: doing that in a copy of a
 multi-threaded host process is unsafe. Three processes result:
 
@@ -49,6 +50,7 @@ SCRATCH = ("/tmp", "/dev/shm")
 SYSTEM = ("bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr")
 """Top-level directories a run keeps (plus the interpreter's prefix); everything else is hidden."""
 WORK = "/tmp/work"
+RUNNER = "/tmp/.statekit/runner.pyc"
 RECORDS_FD = 3
 LAUNCH_FAILED = 125
 
@@ -100,6 +102,10 @@ def _prepare_filesystem(config: dict[str, Any], work_fd: int) -> None:
     size = int(config["scratch_bytes"])
     for path in SCRATCH:
         _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    os.mkdir(os.path.dirname(RUNNER), 0o755)  # root's, in sticky /tmp: the model cannot replace it
+    with open(RUNNER, "wb") as out:
+        out.write(config["runner_pyc"])
+    os.chmod(RUNNER, 0o444)
     os.mkdir(WORK, 0o755)
     _mount(f"/proc/self/fd/{work_fd}", WORK, None, MS_BIND | MS_REC)
     _mount("none", WORK, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -155,8 +161,11 @@ def _fail(error_fd: int, message: str) -> NoReturn:
         os._exit(LAUNCH_FAILED)
 
 
-def main(argv: list[str]) -> int:
-    config = marshal.loads(bytes.fromhex(argv[1]))
+def main() -> int:
+    config = marshal.loads(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # the model's stdin is empty, never the host's pipe
+    os.close(null)
     # Park both descriptors high first, so putting the records on fd 3 cannot clobber either.
     error_fd = fcntl.fcntl(int(config["error_fd"]), fcntl.F_DUPFD_CLOEXEC, 10)  # gone at exec
     records = fcntl.fcntl(int(config["records_fd"]), fcntl.F_DUPFD, 10)
@@ -191,4 +200,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

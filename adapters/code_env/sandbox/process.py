@@ -28,6 +28,7 @@ import os
 import selectors
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,6 @@ KILL_GRACE = 5.0
 """After the kill, how long the pipes may take to close (the namespace's teardown)."""
 LAUNCHER = Path(launch.__file__)
 RUNNER_SOURCE = Path(runner.__file__).read_text()
-LOAD_RUNNER = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])),{'__name__':'__main__'})"
-"""Runs the runner from its code object (compiled once by the sandbox's own interpreter): compiling
-the source on every run would cost more than the run's own work on the small tasks here."""
 
 
 class ProcessSandbox(Sandbox):
@@ -90,10 +88,11 @@ class ProcessSandbox(Sandbox):
         self.disabled = disabled
         self.slots = slots or UidSlots()
         self._identity = _interpreter_identity(python)
-        self.runner_code, prefixes = _compile_runner(python)
+        self.runner_pyc, prefixes = _compile_runner(python)
+        """The runner compiled once by the sandbox's own interpreter (bytecode is version-specific):
+        compiling its source on every run would cost more than the run's own work on small tasks."""
         self.keep = sorted({Path(p).parts[1] for p in prefixes if len(Path(p).parts) > 1})
         """Top-level directories the interpreter needs besides the system's (e.g. ``opt``)."""
-        """The runner's code object, marshalled in hex by ``python`` itself."""
 
     def open(self, work_dir: Path) -> ProcessSession:
         return ProcessSession(self, Path(work_dir))
@@ -133,20 +132,14 @@ class ProcessSession(SandboxSession):
                     "network_namespace": "network" not in box.disabled,
                     "no_aslr": True,
                     "env": sandbox_environment(box.disabled),
-                    "argv": [
-                        box.python,
-                        *PYTHON_FLAGS,
-                        "-c",
-                        LOAD_RUNNER,
-                        box.runner_code,
-                        job.encoded(box.limits),
-                    ],
+                    "runner_pyc": box.runner_pyc,
+                    "argv": [box.python, *PYTHON_FLAGS, launch.RUNNER, job.encoded(box.limits)],
                 }
                 started = time.monotonic()
                 try:
                     proc = subprocess.Popen(
-                        [box.python, "-I", "-S", str(LAUNCHER), marshal.dumps(config, 4).hex()],
-                        stdin=subprocess.DEVNULL,
+                        [box.python, "-I", "-S", str(LAUNCHER)],
+                        stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
                         pass_fds=(records_w, error_w),
@@ -156,6 +149,10 @@ class ProcessSession(SandboxSession):
                 finally:  # only the launcher holds the write ends now: EOF means the run is over
                     os.close(records_w)
                     os.close(error_w)
+                assert proc.stdin is not None
+                with contextlib.suppress(BrokenPipeError):  # a launcher that died at once says why below
+                    proc.stdin.write(marshal.dumps(config, 4))
+                proc.stdin.close()
                 out, err = BoundedBuffer(box.limits.output_bytes), BoundedBuffer(box.limits.output_bytes)
                 records, failure = BoundedBuffer(box.limits.records_bytes), BoundedBuffer(64 * 1024)
                 assert proc.stdout is not None and proc.stderr is not None
@@ -242,30 +239,31 @@ def _status(returncode: int, timed_out: bool) -> tuple[int | None, str | None]:
     return returncode, None
 
 
-def _compile_runner(python: str) -> tuple[str, list[str]]:
-    """The runner's code object, marshalled by ``python`` itself (bytecode is version-specific), in
-    hex; and that interpreter's prefixes (its standard library must stay visible in the sandbox)."""
-    done = subprocess.run(
-        [
-            python,
-            "-I",
-            "-S",
-            "-c",
-            "import marshal,sys;"
-            f"print(marshal.dumps(compile(sys.stdin.read(), {RUNNER_PATH!r}, 'exec')).hex());"
-            "print(sys.prefix);print(sys.base_prefix);print(sys.exec_prefix)",
-        ],
-        input=RUNNER_SOURCE,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise ConfigError(
-            f"{python} could not compile the sandbox runner (Python >= 3.11 needed): {done.stderr[-500:]}"
+def _compile_runner(python: str) -> tuple[bytes, list[str]]:
+    """The runner as a ``.pyc``, compiled by ``python`` itself (bytecode is version-specific), and that
+    interpreter's prefixes (its standard library must stay visible in the sandbox)."""
+    with tempfile.TemporaryDirectory(prefix="statekit-runner-") as tmp:
+        source, compiled = Path(tmp) / "runner.py", Path(tmp) / "runner.pyc"
+        source.write_text(RUNNER_SOURCE)
+        done = subprocess.run(
+            [
+                python,
+                "-I",
+                "-S",
+                "-c",
+                "import py_compile,sys;"
+                f"py_compile.compile({str(source)!r}, cfile={str(compiled)!r}, dfile={RUNNER_PATH!r},"
+                "doraise=True);print(sys.prefix);print(sys.base_prefix);print(sys.exec_prefix)",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
-    code, *prefixes = done.stdout.split()
-    return code, prefixes
+        if done.returncode != 0:
+            raise ConfigError(
+                f"{python} could not compile the sandbox runner (Python >= 3.11 needed): {done.stderr[-500:]}"
+            )
+        return compiled.read_bytes(), done.stdout.split()
 
 
 def _interpreter_identity(python: str) -> str:
