@@ -234,3 +234,11 @@ class Sandbox(ABC):
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release sandbox-wide resources. Safe twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
