@@ -9,7 +9,8 @@
    then split over 2 and N worker processes (N = twice the cores): the rewards and final digests must
    be identical pair for pair; wall time and speed-up are printed. Each worker pays its own start-up
    (interpreter, imports, ``statekit.make``), as a trainer's would.
-3. Reset by plain directory copy vs the copy-on-write method the machine supports.
+3. Reset (after one write) by plain directory copy, by the copy-on-write method the machine
+   supports, and by rewinding that copy in place (``rewind=True``: ``Rewinding(CowFilesystem)``).
 4. A test run in the subprocess sandbox vs ``docker exec`` into the episode's container, and what
    starting that container adds to a reset.
 
@@ -119,14 +120,20 @@ def parallel(episodes: int) -> None:
 
 
 def reset_methods(samples: int) -> None:
-    table = Table(title="3. reset: directory copy vs copy-on-write (p50/p99 ms, warm golden, 20 task trees)")
+    table = Table(title="3. reset after a write: directory copy vs copy-on-write vs rewind in place (ms)")
     for column in ("method", "p50", "p99", "vs copy"):
         table.add_column(column, justify="right")
     base = 0.0
-    for method in ("copy", "auto"):
-        with statekit.make("code_env", cow_method=method) as env:
+    write = {"tool": "write_file", "path": "solution.py", "content": "def median(xs):\n    return 0\n"}
+    for options in ({"cow_method": "copy"}, {"cow_method": "auto"}, {"cow_method": "auto", "rewind": True}):
+        with statekit.make("code_env", **options) as env:
             env.reset(seed=7, options={"task": TASK})
-            samples_s = _latencies(samples, lambda e=env: e.reset(seed=7, options={"task": TASK}))
+
+            def dirty(e: statekit.Environment = env) -> None:
+                e.step(write)  # so every reset has a changed tree to throw away or put back
+
+            reset = lambda e=env: e.reset(seed=7, options={"task": TASK})  # noqa: E731
+            samples_s = _latencies(samples, reset, dirty)
             p50 = percentile_ms(samples_s, 0.5)
             base = base or p50
             _row(table, env.strategy.name, samples_s, f"{base / p50:.2f}x")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import State, StepResult, Task, Tool
+from statekit.contract import FixtureSource, State, StepResult, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.files import file_dump
@@ -17,6 +17,7 @@ from statekit.errors import (
     ReplayMissError,
     ResetError,
     ResetNeeded,
+    RewindError,
     SpecError,
     StatekitError,
 )
@@ -27,6 +28,7 @@ from statekit.strategies.composite import Composite
 from statekit.strategies.container import docker_client
 from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.prewarmed import Prewarmed
+from statekit.strategies.rewinding import Rewinding
 
 
 def make(
@@ -59,8 +61,11 @@ def make(
     except BaseException:
         resolved.close()
         raise
-    if prewarm:
-        chosen = Prewarmed(chosen, depth=prewarm)
+    if prewarm:  # a Rewinding strategy stays outermost: the pool fills it with fresh copies
+        if isinstance(chosen, Rewinding):
+            chosen = Rewinding(Prewarmed(chosen.inner, depth=prewarm), max_parked=chosen.max_parked)
+        else:
+            chosen = Prewarmed(chosen, depth=prewarm)
     try:
         return Environment(resolved, chosen, max_steps=max_steps, disable_controls=tuple(disable_controls))
     except BaseException:
@@ -79,12 +84,15 @@ __all__ = [
     "Digest",
     "Environment",
     "Episode",
+    "FixtureSource",
     "Outcome",
     "Prewarmed",
     "ReplayMissError",
     "ResetError",
     "ResetNeeded",
     "ResetStrategy",
+    "RewindError",
+    "Rewinding",
     "SpecError",
     "State",
     "StateDump",

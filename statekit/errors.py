@@ -5,6 +5,7 @@ StatekitError
 │   └── SpecError        a digest spec that is malformed or disagrees with the live schema
 │       └── CoverageError    a live column neither included nor excluded by the spec
 ├── ResetError           a reset strategy could not build or restore a world
+│   └── RewindError      a world cannot be rewound in place (``reason``); it is discarded instead
 ├── ResetNeeded          step()/state() called before reset()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
 ├── ReplayMissError      an outbound request that no cassette recorded
@@ -40,6 +41,17 @@ class CoverageError(SpecError):
 
 class ResetError(StatekitError):
     """A reset strategy failed; whatever it had created was dropped."""
+
+
+class RewindError(ResetError):
+    """A world cannot be put back in place (DDL, journal overflow, no journal...): ``reason`` says why.
+
+    Never fatal for a reset: the world is discarded and a fresh copy cloned instead.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class ResetNeeded(StatekitError):

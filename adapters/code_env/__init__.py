@@ -43,6 +43,7 @@ from statekit import (
     Episode,
     Outcome,
     ResetStrategy,
+    Rewinding,
     StateDump,
     Task,
     Tool,
@@ -134,7 +135,9 @@ class CodeEnvAdapter(Adapter):
 
     ``tasks_dir`` (another task store), ``tasks`` (ids to keep), ``limits`` (a dict overriding
     ``sandbox.base.Limits``), ``python`` (the sandbox's interpreter for ``subprocess``),
-    ``cow_method`` (``CowFilesystem`` method), ``max_output`` (characters per observation field),
+    ``cow_method`` (``CowFilesystem`` method), ``rewind`` (wrap it in ``Rewinding``: a finished
+    episode's tree is put back in place and reused for its seed), ``max_output`` (characters per
+    observation field),
     ``workers`` (sessions validating at once), ``disable_defences`` (only to prove one matters).
     """
 
@@ -151,6 +154,7 @@ class CodeEnvAdapter(Adapter):
         limits: dict[str, Any] | Limits | None = None,
         python: str = DEFAULT_PYTHON,
         cow_method: str = "auto",
+        rewind: bool = False,
         max_output: int = 8000,
         workers: int | None = None,
         disable_defences: tuple[str, ...] | list[str] = (),
@@ -166,6 +170,7 @@ class CodeEnvAdapter(Adapter):
         self.limits = Limits.from_options(limits)
         self.python = python
         self.cow_method = cow_method
+        self.rewind = rewind
         self.max_output = int(max_output)
         self.workers = workers
         self.disabled = check_defences(tuple(disable_defences))
@@ -208,7 +213,8 @@ class CodeEnvAdapter(Adapter):
             raise ConfigError(f"this adapter already runs code in the {self.sandbox_kind!r} sandbox")
         self.sandbox_kind = name
         root = statekit_home() / "files" / self.name
-        return CowFilesystem(root, method=self.cow_method, prefix="skce")
+        world = CowFilesystem(root, method=self.cow_method, prefix="skce")
+        return Rewinding(world) if self.rewind else world
 
     def build_world(self, world: World, seed: int) -> None:
         root = Path(world.location)
@@ -247,7 +253,8 @@ class CodeEnvAdapter(Adapter):
     def dump(self, world: World) -> StateDump:
         return StateDump(tables={TABLE: file_dump(world.location)})
 
-    def digest(self, world: World) -> Digest:
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
+        """A full recompute every time (``since`` is ignored): a world is a few dozen small files."""
         return self.dump(world).digest()
 
     def check_schema(self, world: World) -> list[str]:

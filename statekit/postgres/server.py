@@ -6,6 +6,7 @@ name is never formatted into SQL as text.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,6 +44,8 @@ class PostgresServer:
         self.admin_url = admin_url
         self._parsed = make_url(admin_url)
         self._admin_conninfo = to_conninfo(admin_url)
+        self._idle: psycopg.Connection[tuple[object, ...]] | None = None
+        self._lock = threading.Lock()
 
     def url(self, dbname: str) -> str:
         """A SQLAlchemy URL for ``dbname`` on this server."""
@@ -56,13 +59,35 @@ class PostgresServer:
 
     @contextmanager
     def admin(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-        """An autocommit connection to the admin database (CREATE/DROP DATABASE need one)."""
+        """An autocommit connection to the admin database (CREATE/DROP DATABASE need one).
+
+        One connection is kept for the next call (a connect costs more than most admin statements);
+        a concurrent caller gets its own.
+        """
+        with self._lock:
+            conn, self._idle = self._idle, None
+        if conn is None or conn.closed or conn.broken:
+            try:
+                conn = psycopg.connect(self._admin_conninfo, autocommit=True)
+            except psycopg.OperationalError as exc:
+                raise ConfigError(f"cannot connect to PostgreSQL at {self.redacted()}: {exc}") from exc
         try:
-            conn = psycopg.connect(self._admin_conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise ConfigError(f"cannot connect to PostgreSQL at {self.redacted()}: {exc}") from exc
-        with conn:
             yield conn
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if self._idle is None and not conn.broken:
+                self._idle, conn = conn, None
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """Close the kept admin connection. Safe twice; the server stays usable (it reconnects)."""
+        with self._lock:
+            conn, self._idle = self._idle, None
+        if conn is not None:
+            conn.close()
 
     def redacted(self) -> str:
         return self._parsed.render_as_string(hide_password=True)

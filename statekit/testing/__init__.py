@@ -7,6 +7,7 @@ with the nearest difference when one fails (not just "not equal"). The pytest pl
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -16,8 +17,10 @@ from typing import Any
 from statekit.contract import JSON
 from statekit.determinism.controls import CORE_CONTROLS
 from statekit.digest.canonical import canonical_json
-from statekit.env import Environment
-from statekit.errors import SpecError
+from statekit.env import Environment, world_key
+from statekit.errors import ResetNeeded, SpecError
+from statekit.strategies.rewinding import Rewinding
+from statekit.testing.walk import harvest, random_action
 
 Action = dict[str, JSON]
 
@@ -73,13 +76,18 @@ class CheckReport:
     reset_restores_initial: bool = True
     coverage: bool = True
     tasks_valid: bool = True
+    incremental_digest: bool = True
+    rewind_order: bool | None = None
+    """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
     controls: dict[str, bool] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
-        return all([*checks, self.tasks_valid, *self.controls.values()])
+        return all(
+            [*checks, self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
+        ) and all(self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,6 +149,87 @@ def check_task(env: Environment, kind: str, seed: int, repeats: int) -> str | No
         ref = rollout(env, seed=seed, actions=script, options=options)
         if not ref.rewards or ref.rewards[-1] != 1.0:
             return f"task {kind!r} (seed {seed}): the reference scores {ref.rewards}, expected a final 1.0"
+    return None
+
+
+def check_incremental_digest(env: Environment, seed: int, script: Sequence[Action]) -> str | None:
+    """After every step the digest ``state()`` reports (updated from the previous one) equals a full
+    recompute from every row."""
+    env.reset(seed=seed)
+    for step, action in enumerate(script, 1):
+        _, _, terminated, truncated, _ = env.step(action)
+        quick = env.state().digest
+        full = env.digest_report(full=True).digest
+        if quick != full:
+            tool = action.get("tool")
+            return f"seed {seed}, step {step} ({tool}): updated digest {quick[:12]} != full {full[:12]}"
+        if terminated or truncated:
+            break
+    return None
+
+
+def _walk(
+    env: Environment,
+    seed: int,
+    steps: int,
+    actions: Sequence[Action] | None = None,
+    *,
+    avoid: Sequence[str] = (),
+) -> tuple[list[Action], list[JSON]]:
+    """Play a seeded random walk that never calls a tool in ``avoid`` (or replay ``actions``);
+    return the actions and the observations."""
+    rng, seen = random.Random(f"walk:{seed}"), set[str]()
+    played: list[Action] = []
+    observations: list[JSON] = []
+    for i in range(len(actions) if actions is not None else steps):
+        action = actions[i] if actions is not None else random_action(env.tools, rng, seen, avoid=avoid)
+        obs, _, terminated, truncated, _ = env.step(action)
+        harvest(obs, seen)
+        played.append(action)
+        observations.append(obs)
+        if terminated or truncated:
+            break
+    return played, observations
+
+
+def check_rewind_order(env: Environment, seed: int, *, steps: int = 16) -> str | None:
+    """The physical-order trap: a rewound world holds the same rows as a fresh clone, not in the same
+    physical order. Play one seeded walk on a fresh clone and again on a rewound world (after a
+    different, dirty episode); the observations must be equal. Returns None when they are, a message
+    naming the tool when they are not, and "not checked: ..." when the strategy does not rewind."""
+    strategy = env.strategy
+    if not isinstance(strategy, Rewinding):
+        return f"not checked: strategy {strategy.name} does not rewind worlds"
+    env.reset(seed=seed)  # builds the golden if needed
+    env.end_episode()
+    strategy.release(world_key(env.adapter.fingerprint(), seed))  # so the next copy is a fresh clone
+    _, info = env.reset(seed=seed)
+    if info["world"] == "rewound":
+        return "not checked: no fresh clone could be had"
+    reference = env.adapter.reference_actions(env.task)
+    ending = tuple(str(a["tool"]) for a in reference[-1:])  # the tool that ends an episode: not mid-walk
+    actions, fresh = _walk(env, seed, steps, avoid=ending)
+    env.reset(seed=seed)  # a different, dirty episode: the task's own writes, then another walk
+    try:
+        _walk(env, seed, 0, reference)
+        _walk(env, seed + 1, steps, avoid=ending)
+    except ResetNeeded:
+        pass  # the episode ended on the way
+    _, info = env.reset(seed=seed)
+    if info["world"] != "rewound":
+        return f"not checked: the world was not rewound ({strategy.stats.fallbacks or 'cloned instead'})"
+    _, rewound = _walk(env, seed, steps, actions)
+    for i, (a, b) in enumerate(zip(fresh, rewound, strict=False)):
+        if a != b:
+            tool = actions[i].get("tool")
+            return (
+                f"seed {seed}, step {i + 1}: {tool!r} answered differently on a rewound world than on "
+                f"a fresh clone:\n  fresh:   {canonical_json(a)[:300]}\n"
+                f"  rewound: {canonical_json(b)[:300]}\n"
+                "A rewound world holds the same rows in another physical order, so a query without a total "
+                "ORDER BY can answer differently. Give that query an ORDER BY on a unique key, or use the "
+                "clone strategy (strategy='template') for this adapter."
+            )
     return None
 
 
@@ -242,8 +331,14 @@ def check_env(
         record("deterministic", check_deterministic(env, seed, base, repeats))
     record("seeds_differ", check_seeds_differ(env, seeds, base))
     record("reset_restores_initial", check_reset_restores(env, seeds[0], base))
+    record("incremental_digest", check_incremental_digest(env, seeds[0], base))
     for i, kind in enumerate(env.adapter.task_kinds()):
         record("tasks_valid", check_task(env, kind, seeds[i % len(seeds)], task_repeats))
+    order = check_rewind_order(env, seeds[0])
+    if order is None:
+        report.rewind_order = True
+    elif not order.startswith("not checked"):
+        record("rewind_order", order)
     return report
 
 
@@ -253,7 +348,9 @@ __all__ = [
     "check_controls",
     "check_deterministic",
     "check_env",
+    "check_incremental_digest",
     "check_reset_restores",
+    "check_rewind_order",
     "check_seeds_differ",
     "check_task",
     "first_difference",

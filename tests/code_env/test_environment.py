@@ -12,6 +12,9 @@ import statekit
 from adapters.code_env import CodeEnvAdapter
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
+from statekit.testing import check_rewind_order
+
+from .conftest import require_root
 
 PACKAGE = Path(__file__).resolve().parents[2] / "adapters" / "code_env"
 PUBLIC = {"statekit", "statekit.client"}
@@ -64,3 +67,19 @@ def test_the_harness_describes_the_tools_and_observations(code_env: statekit.Env
         seen.append(code_env.step(action)[0])
     for observation in seen:
         validator.validate(observation)
+
+
+def test_with_rewind_a_tree_is_put_back_in_place_and_reused() -> None:
+    require_root()
+    with statekit.make("code_env", tasks=["median", "fizzbuzz"], rewind=True) as env:
+        _, info = env.reset(seed=3, options={"task": "median"})
+        initial, location = info["digest"], env.world.location
+        env.step({"tool": "write_file", "path": "solution.py", "content": "def median(xs):\n    return 0\n"})
+        env.step({"tool": "write_file", "path": "extra/notes.txt", "content": "dirty"})
+        assert env.state().digest != initial
+        _, info = env.reset(seed=3, options={"task": "median"})
+        assert env.world.location == location and env.state().digest == initial == info["digest"]
+        assert env.strategy.stats.rewound >= 1  # type: ignore[attr-defined]
+        reference = env.adapter.reference_actions(env.task)
+        assert [env.step(a)[1] for a in reference][-1] == 1.0
+        assert check_rewind_order(env, 3) is None
