@@ -6,6 +6,9 @@ from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import FixtureSource, State, StepResult, Task, Tool
+from statekit.digest.compute import Digest
+from statekit.digest.dump import StateDump, TableDump
+from statekit.digest.files import file_dump
 from statekit.env import Environment
 from statekit.errors import (
     ActionError,
@@ -18,9 +21,11 @@ from statekit.errors import (
     SpecError,
     StatekitError,
 )
+from statekit.home import statekit_home
 from statekit.registry import resolve_adapter
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
+from statekit.strategies.container import docker_client
 from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.prewarmed import Prewarmed
 from statekit.strategies.rewinding import Rewinding
@@ -76,6 +81,7 @@ __all__ = [
     "ConfigError",
     "CoverageError",
     "CowFilesystem",
+    "Digest",
     "Environment",
     "Episode",
     "FixtureSource",
@@ -89,11 +95,16 @@ __all__ = [
     "Rewinding",
     "SpecError",
     "State",
+    "StateDump",
     "StatekitError",
     "StepResult",
+    "TableDump",
     "Task",
     "Tool",
     "World",
+    "docker_client",
+    "file_dump",
     "make",
     "resolve_adapter",
+    "statekit_home",
 ]

@@ -8,16 +8,14 @@ while it uses it; the last one out stops the server. A crashed process releases 
 from __future__ import annotations
 
 import fcntl
-import os
 from pathlib import Path
 from typing import IO
 
+from statekit.home import statekit_home
 from statekit.postgres.cluster import EmbeddedCluster
 from statekit.postgres.server import PostgresServer
 
-
-def statekit_home() -> Path:
-    return Path(os.environ.get("STATEKIT_HOME", Path.home() / ".cache" / "statekit"))
+__all__ = ["SharedCluster", "statekit_home"]
 
 
 class SharedCluster:
