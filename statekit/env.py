@@ -106,7 +106,6 @@ class Environment:
         self._digest: Digest | None = None
         """The latest digest of the current world: what the next one is updated from."""
         self._apps: OrderedDict[str, Any] = OrderedDict()
-        self._metadata: dict[str, JSON] | None = None
         self._starts: OrderedDict[str, _Start] = OrderedDict()
         self.last_reset_cache = ""
 
@@ -398,15 +397,9 @@ class Environment:
             "clock": controls.clock.isoformat(),
             "strategy": self.strategy.name,
             "world": served,
-            "metadata": self._episode_metadata(),
+            "metadata": self.adapter.metadata(),
         }
         return observation, info
-
-    def _episode_metadata(self) -> dict[str, JSON]:
-        """The adapter's metadata, asked once (it names versions and images, fixed for this env)."""
-        if self._metadata is None:
-            self._metadata = self.adapter.metadata()
-        return dict(self._metadata)
 
     def _bookmarked_world(self, snap: _Snapshot) -> World:
         """The world a bookmark lives on: the current one (its episode ends, the world stays), or one

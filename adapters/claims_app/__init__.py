@@ -7,6 +7,7 @@ HTTP API as tools, drains its background jobs inside ``step``, and scores tasks 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import warnings
 import weakref
@@ -65,8 +66,9 @@ CASSETTE_DIR = ROOT / "replay_cassettes" / "claims_app"
 _APP_DIR = Path(app_pkg.__file__).parent
 
 
+@functools.cache
 def _fixture_hash() -> str:
-    """Worlds change when the schema or the seed script changes: hash both sources."""
+    """Worlds change when the schema or the seed script changes: hash both sources (once a process)."""
     h = hashlib.sha256()
     for name in ("models.py", "fixtures.py"):
         h.update((_APP_DIR / name).read_bytes())

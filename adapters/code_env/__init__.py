@@ -41,6 +41,7 @@ from statekit import (
     CowFilesystem,
     Digest,
     Episode,
+    FixtureSource,
     Outcome,
     ResetStrategy,
     Rewinding,
@@ -317,6 +318,18 @@ class CodeEnvAdapter(Adapter):
             {"title": "submitted", "properties": {"submitted": {"const": True}}, "required": ["submitted"]},
         ]
         return {"anyOf": [{"type": "object", **branch} for branch in branches]}
+
+    def fixture_sources(self) -> list[FixtureSource]:
+        return [
+            FixtureSource(
+                name="coding tasks",
+                origin="adapters/code_env/tasks (written for statekit: specs, starts, tests, references)",
+                synthetic=True,
+            )
+        ]
+
+    def cassettes(self) -> list[Path]:
+        return []  # the sandbox has no network: nothing is recorded or replayed
 
     def metadata(self) -> dict[str, Any]:
         """Versions, the sandbox's image digest, and the current task's metadata (source, creation

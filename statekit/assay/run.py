@@ -45,8 +45,8 @@ def _shipped_from_images(adapter: Adapter, name: str) -> tuple[list[Shipped], li
     from statekit.strategies.container import docker_client
 
     strategy = adapter.make_strategy(name)
-    try:
-        images = _images(strategy)
+    try:  # the strategy's own image, else the one the adapter reports running its worlds in
+        images = _images(strategy) or [str(i) for i in [adapter.metadata().get("image")] if i]
     finally:
         strategy.close()
     if not images:

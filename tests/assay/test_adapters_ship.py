@@ -12,6 +12,8 @@ from tests.assay.helpers import cli_assay
 SHIPPED = [
     pytest.param("claims_app", None, id="claims_app"),
     pytest.param("claims_app", "container", id="claims_app-container", marks=pytest.mark.docker),
+    pytest.param("code_env", None, id="code_env"),
+    pytest.param("code_env", "container", id="code_env-container", marks=pytest.mark.docker),
 ]
 
 
