@@ -1,4 +1,5 @@
-"""The coverage check: every live column is included or excluded, and the spec names nothing extra."""
+"""The coverage check: every live column is included or excluded, the spec names nothing extra, every
+sequence is digested or ignored with a reason, and every table's key is proven unique by the schema."""
 
 from __future__ import annotations
 
@@ -31,6 +32,65 @@ def live_columns(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[s
         )
         out.setdefault(str(table), {})[str(column)] = str(dtype)
     return out
+
+
+def live_sequences(conn: psycopg.Connection[Any], schema: str) -> dict[str, str | None]:
+    """``{sequence: owning table or None}`` for the sequences of ``schema`` (serial and identity
+    sequences are owned by their table; a free-standing one by none)."""
+    rows = conn.execute(
+        """
+        SELECT s.relname AS sequence,
+               (SELECT t.relname FROM pg_depend d JOIN pg_class t ON t.oid = d.refobjid
+                 WHERE d.classid = 'pg_class'::regclass AND d.objid = s.oid
+                   AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') LIMIT 1) AS owner
+        FROM pg_class s JOIN pg_namespace n ON n.oid = s.relnamespace
+        WHERE s.relkind = 'S' AND n.nspname = %s
+        ORDER BY 1
+        """,
+        (schema,),
+    ).fetchall()
+    out: dict[str, str | None] = {}
+    for row in rows:
+        name, owner = row.values() if isinstance(row, dict) else row
+        out[str(name)] = str(owner) if owner else None
+    return out
+
+
+def digested_sequences(sequences: dict[str, str | None], spec: DigestSpec) -> list[str]:
+    """The sequences a digest covers: all of the schema's, but those of ignored tables and those
+    ``[ignored_sequences]`` names."""
+    ignored = spec.ignored_sequences or {}
+    return sorted(
+        name for name, owner in sequences.items() if name not in ignored and owner not in spec.ignored_tables
+    )
+
+
+def unproven_keys(conn: psycopg.Connection[Any], spec: DigestSpec) -> list[str]:
+    """Ordered tables whose ``key`` no unique index (primary key, or unique over NOT NULL columns,
+    not partial) of the live schema proves unique: rows could tie, and diffs match rows by key."""
+    rows = conn.execute(
+        """
+        SELECT c.relname, array_agg(a.attname ORDER BY a.attname) AS cols,
+               bool_and(a.attnotnull) OR bool_or(i.indisprimary) OR bool_or(i.indnullsnotdistinct) AS not_null
+        FROM pg_index i
+        JOIN pg_class c ON c.oid = i.indrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+        WHERE n.nspname = %s AND i.indisunique AND i.indpred IS NULL AND NOT (0 = ANY(i.indkey))
+        GROUP BY c.relname, i.indexrelid
+        """,
+        (spec.schema,),
+    ).fetchall()
+    unique: dict[str, list[set[str]]] = {}
+    for row in rows:
+        table, cols, not_null = row.values() if isinstance(row, dict) else row
+        if not_null:
+            unique.setdefault(str(table), []).append({str(c) for c in cols})
+    problems = []
+    for name, table in sorted(spec.tables.items()):
+        if table.ordered and not any(index <= set(table.key) for index in unique.get(name, [])):
+            problems.append(f"{name}.key {list(table.key)}")
+    return problems
 
 
 def coverage_problems(live: dict[str, dict[str, str]], spec: DigestSpec) -> tuple[list[str], list[str]]:
@@ -88,19 +148,32 @@ def database_clock_columns(conn: psycopg.Connection[Any], spec: DigestSpec) -> l
 
 
 def check_coverage(
-    conn: psycopg.Connection[Any], spec: DigestSpec, live: dict[str, dict[str, str]] | None = None
+    conn: psycopg.Connection[Any],
+    spec: DigestSpec,
+    live: dict[str, dict[str, str]] | None = None,
+    sequences: dict[str, str | None] | None = None,
 ) -> None:
-    """Raise SpecError for names the schema lacks or digested columns filled by the database clock,
-    and CoverageError for live columns the spec misses. ``live`` saves reading the schema again."""
+    """Raise SpecError for names the schema lacks, keys it does not prove unique, or digested columns
+    filled by the database clock, and CoverageError for live columns the spec misses. ``live`` and
+    ``sequences`` save reading the schema again."""
     uncovered, unknown = coverage_problems(
         live if live is not None else live_columns(conn, spec.schema), spec
     )
+    present = sequences if sequences is not None else live_sequences(conn, spec.schema)
+    unknown += [f"{name} (sequence)" for name in sorted(spec.ignored_sequences or {}) if name not in present]
     if unknown:
         raise SpecError(
             f"{spec.source}: the spec names what schema {spec.schema!r} lacks: {', '.join(unknown)}"
         )
     if uncovered:
         raise CoverageError(uncovered)
+    keys = unproven_keys(conn, spec)
+    if keys:
+        raise SpecError(
+            f"{spec.source}: no unique index of schema {spec.schema!r} proves these keys unique, so rows "
+            f"could tie: {', '.join(keys)}. Use a primary key or unique NOT NULL columns as the key, or "
+            "`ordered = false` if the table is a set."
+        )
     leaks = database_clock_columns(conn, spec)
     if leaks:
         raise SpecError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,16 +23,16 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
-from statekit.digest.canonical import canonical_json, canonical_value
+from statekit.digest.canonical import Canonicaliser, canonical_json, canonicaliser_for
 from statekit.digest.compute import Digest, TableDigest, combine, encode_row, hash_rows
-from statekit.digest.coverage import check_coverage, live_columns
+from statekit.digest.coverage import check_coverage, digested_sequences, live_columns, live_sequences
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.multiset import MultisetHash
 from statekit.digest.spec import DigestSpec, TableSpec
 from statekit.postgres.journal import Cut, Journal, delta
 
-_TEXT_TYPES = {"text", "character varying", "character", "citext"}
 KeyedRow = tuple[list[Any], dict[str, Any]]
+SEQUENCES_PREFIX = "sequences:"
 PART = "db"
 """The key of a database digest's resume state inside ``Digest.resume``."""
 
@@ -44,6 +44,9 @@ class DatabaseResume:
     spec: str
     cut: Cut
     relations: dict[str, dict[int, str]]
+    columns: dict[str, dict[str, str]]
+    """Column types per table (they choose canonicalisers; no DDL can change them while it is valid)."""
+    sequences: list[str]
 
 
 def spec_id(spec: DigestSpec) -> str:
@@ -68,56 +71,77 @@ def connect(conninfo: str) -> psycopg.Connection[Any]:
     return conn
 
 
-def canonical_row(raw: dict[str, Any], table: TableSpec) -> KeyedRow:
-    """(key values, canonical row) of one raw row: included columns and key, each canonicalised."""
+class RowCanonicaliser:
+    """The canonicalisers of one table's key and included columns, chosen once per read: the spec's
+    choice for a column, else its SQL type's default (json and jsonb: ``json``)."""
 
-    def canon(col: str) -> Any:
-        return canonical_value(raw[col], table.canonical.get(col, "auto"), where=f"{table.name}.{col}")
+    def __init__(self, table: TableSpec, types: dict[str, str]) -> None:
+        self.table = table
+        self._key = [
+            (col, canonicaliser_for(table.canonical.get(col), types.get(col, ""))) for col in table.key
+        ]
+        self._row = [
+            (col, canonicaliser_for(table.canonical.get(col), types.get(col, ""))) for col in table.columns
+        ]
 
-    return [canon(col) for col in table.key], {col: canon(col) for col in table.columns}
+    def _apply(self, raw: dict[str, Any], col: str, canon: Canonicaliser) -> Any:
+        value = raw[col]
+        return None if value is None else canon.apply(value, f"{self.table.name}.{col}")
+
+    def row(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The canonical included columns (what a digest hashes)."""
+        return {col: self._apply(raw, col, canon) for col, canon in self._row}
+
+    def keyed(self, raw: dict[str, Any]) -> KeyedRow:
+        """(canonical key values, canonical row)."""
+        return [self._apply(raw, col, canon) for col, canon in self._key], self.row(raw)
 
 
 def iter_rows(
-    conn: psycopg.Connection[Any],
-    spec: DigestSpec,
-    table: TableSpec,
-    types: dict[str, str],
-    *,
-    ordered: bool = True,
+    conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, types: dict[str, str]
 ) -> Iterator[KeyedRow]:
-    """(key values, canonical row) of one table; in key (or, for a set, content) order if ``ordered``.
-
-    Text columns sort with ``COLLATE "C"`` so the server's locale cannot change the order.
-    """
-
-    def order_term(col: str) -> sql.Composable:
-        ident = sql.Identifier(col)
-        return sql.SQL('{} COLLATE "C"').format(ident) if types.get(col) in _TEXT_TYPES else ident
-
+    """(key values, canonical row) of one table, in whatever order the server returns them."""
     selected = list(dict.fromkeys([*table.key, *table.columns]))
     query = sql.SQL("SELECT {cols} FROM {schema}.{table}").format(
         cols=sql.SQL(", ").join(sql.Identifier(c) for c in selected),
         schema=sql.Identifier(spec.schema),
         table=sql.Identifier(table.name),
     )
-    if ordered:
-        order = table.key if table.ordered else table.columns
-        query = query + sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(order_term(c) for c in order))
+    canon = RowCanonicaliser(table, types)
     with conn.cursor(row_factory=dict_row) as cur:
         for raw in cur.stream(query, size=2000):  # one round trip; rows arrive in chunks, memory stays flat
-            yield canonical_row(raw, table)
+            yield canon.keyed(raw)
 
 
 def table_rows(
     conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, types: dict[str, str]
-) -> Iterator[KeyedRow]:
-    """Rows in dump order. A set table (``ordered = false``) is sorted by its canonical rows here,
-    not by SQL: canonically equal values (2.5 and 2.50, sorted arrays) must tie, and the order must
-    not depend on the server's collation. Sets are held in memory to sort; ordered tables stream."""
+) -> list[KeyedRow]:
+    """Rows in dump order, sorted here by their canonical key (or, for a set, their canonical row):
+    byte order of canonical JSON, so neither the server's collation nor a type's own ordering (citext)
+    decides it, and canonically equal values tie."""
     rows = iter_rows(conn, spec, table, types)
     if table.ordered:
-        return rows
-    return iter(sorted(rows, key=lambda keyed: canonical_json(keyed[1])))
+        return sorted(rows, key=lambda keyed: canonical_json(keyed[0]))
+    return sorted(rows, key=lambda keyed: canonical_json(keyed[1]))
+
+
+def sequence_rows(conn: psycopg.Connection[Any], schema: str, names: list[str]) -> list[dict[str, Any]]:
+    """``{name, last_value, is_called}`` of each sequence (one query for all of them)."""
+    if not names:
+        return []
+    query = sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT {} AS name, last_value, is_called FROM {}.{}").format(
+            sql.Literal(name), sql.Identifier(schema), sql.Identifier(name)
+        )
+        for name in names
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        return [dict(row) for row in cur.execute(query).fetchall()]
+
+
+def sequences_table(spec: DigestSpec) -> str:
+    """The digest table holding the positions of the schema's sequences."""
+    return f"{SEQUENCES_PREFIX}{spec.schema}"
 
 
 @contextmanager
@@ -133,31 +157,32 @@ def _read(target: str | Journal) -> Iterator[tuple[psycopg.Connection[Any], Cut 
         yield conn, None
 
 
+@dataclass(frozen=True)
+class _Schema:
+    """What one read learned of the live schema: column types and the sequences a digest covers."""
+
+    columns: dict[str, dict[str, str]]
+    sequences: list[str]
+
+
 @contextmanager
 def _reader(
     target: str | Journal, spec: DigestSpec, *, check: bool
-) -> Iterator[tuple[Callable[[TableSpec, bool], Iterator[KeyedRow]], psycopg.Connection[Any], Cut | None]]:
-    """The schema read once, coverage checked, and each table's rows on demand."""
+) -> Iterator[tuple[psycopg.Connection[Any], _Schema, Cut | None]]:
+    """One consistent read: the schema read once and (with ``check``) the spec's coverage checked."""
     with _read(target) as (conn, cut):
         live = live_columns(conn, spec.schema)
+        sequences = live_sequences(conn, spec.schema)
         if check:
-            check_coverage(conn, spec, live)
-
-        def rows(table: TableSpec, ordered: bool) -> Iterator[KeyedRow]:
-            types = live.get(table.name, {})
-            return (
-                table_rows(conn, spec, table, types)
-                if ordered
-                else iter_rows(conn, spec, table, types, ordered=False)
-            )
-
-        yield rows, conn, cut
+            check_coverage(conn, spec, live, sequences)
+        yield conn, _Schema(live, digested_sequences(sequences, spec)), cut
 
 
 def postgres_digest(
     target: str | Journal, spec: DigestSpec, *, check: bool = True, since: Digest | None = None
 ) -> Digest:
-    """Digest a database (a conninfo, or a world's ``Journal``).
+    """Digest a database (a conninfo, or a world's ``Journal``): every digested table, plus a table
+    of the schema's sequence positions (they decide the next ids).
 
     With ``since`` (an earlier digest of the same world, through its journal) the digest is updated
     from the journal in O(changes); when that is impossible (no journal, DDL in the episode, another
@@ -168,13 +193,16 @@ def postgres_digest(
         updated = _update(target, spec, since)
         if updated is not None:
             return updated
-    with _reader(target, spec, check=check) as (rows, conn, cut):
+    with _reader(target, spec, check=check) as (conn, schema, cut):
         tables = {
-            name: hash_rows(row for _, row in rows(table, False)) for name, table in spec.tables.items()
+            name: hash_rows(row for _, row in iter_rows(conn, spec, table, schema.columns.get(name, {})))
+            for name, table in spec.tables.items()
         }
+        tables[sequences_table(spec)] = hash_rows(sequence_rows(conn, spec.schema, schema.sequences))
         resume = None
         if cut is not None and isinstance(target, Journal):
-            resume = {PART: DatabaseResume(spec_id(spec), cut, Journal.relations(conn, spec.schema))}
+            relations = Journal.relations(conn, spec.schema)
+            resume = {PART: DatabaseResume(spec_id(spec), cut, relations, schema.columns, schema.sequences)}
     return combine(tables, resume=resume)
 
 
@@ -202,30 +230,35 @@ def _update(journal: Journal, spec: DigestSpec, since: Digest) -> Digest | None:
                 tables[name] = before
                 continue
             acc: MultisetHash = before.acc.copy()
+            canon = RowCanonicaliser(table, resume.columns.get(name, {}))
             for rel in sorted(touched & rels.keys()):
                 for sign, raw in Journal.changed_rows(conn, d, rel, rels[rel], table.columns):
-                    (acc.add if sign > 0 else acc.remove)(encode_row(_included(raw, table)))
+                    (acc.add if sign > 0 else acc.remove)(encode_row(canon.row(raw)))
             tables[name] = TableDigest.of(acc)
-    return combine(tables, resume={PART: DatabaseResume(resume.spec, cut, resume.relations)})
-
-
-def _included(raw: dict[str, Any], table: TableSpec) -> dict[str, Any]:
-    """The canonical included columns of a journal row (a digest hashes only those)."""
-    return {
-        col: canonical_value(raw[col], table.canonical.get(col, "auto"), where=f"{table.name}.{col}")
-        for col in table.columns
-    }
+        tables[sequences_table(spec)] = hash_rows(sequence_rows(conn, spec.schema, resume.sequences))
+    return combine(
+        tables,
+        resume={PART: DatabaseResume(resume.spec, cut, resume.relations, resume.columns, resume.sequences)},
+    )
 
 
 def postgres_dump(target: str | Journal, spec: DigestSpec) -> StateDump:
-    """The rows the digest is computed from, table by table, in key order (coverage is checked first)."""
-    with _reader(target, spec, check=True) as (rows, _, _cut):
+    """The rows the digest is computed from, table by table, in canonical key order (coverage is
+    checked first), with the sequences' positions."""
+    with _reader(target, spec, check=True) as (conn, schema, _):
         tables = {
             name: TableDump(
                 key=list(table.key),
                 ordered=table.ordered,
-                rows=[{"key": key, "row": row} for key, row in rows(table, True)],
+                rows=[
+                    {"key": key, "row": row}
+                    for key, row in table_rows(conn, spec, table, schema.columns.get(name, {}))
+                ],
             )
             for name, table in spec.tables.items()
         }
+        positions = sequence_rows(conn, spec.schema, schema.sequences)
+        tables[sequences_table(spec)] = TableDump(
+            key=["name"], ordered=True, rows=[{"key": [row["name"]], "row": row} for row in positions]
+        )
     return StateDump(tables=tables)
