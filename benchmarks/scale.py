@@ -16,6 +16,9 @@ Everything is timed as a user pays it, end to end, with the defaults (embedded P
   byte-identical.
 * **overhead**: p50 of one step of the in-memory ledger in-process vs through ``VectorEnv`` with one
   actor (a Ray round trip): the cost Ray adds to each step.
+* **sizing**: what one claims environment costs a node (the inputs of docs/SCALE.md's sizing):
+  resident memory of a worker process with 1 and with 4 environments, PostgreSQL connections held
+  per live episode, a golden's size on disk and as a shipped export, and a reset's latency.
 
 The machine is shared: the load average is printed before and after; quote it with the figures.
 """
@@ -38,7 +41,11 @@ from timing import percentile_ms
 
 import statekit
 from statekit.client import RemoteEnvironment
+from statekit.env import world_key
+from statekit.goldens import export_golden
 from statekit.harness.workers import default_workers
+from statekit.postgres import SharedCluster
+from statekit.postgres.embedded import statekit_home
 from statekit.rollouts import run, scripted
 
 SEEDS = [7, 8, 9, 10]
@@ -185,6 +192,75 @@ def step_overhead(vector_env: type, env_spec: type, steps: int) -> dict[str, flo
     }
 
 
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return children + [d for child in children for d in _descendants(child)]
+
+
+def sizing() -> dict[str, float]:
+    """Per-environment costs of the claims app, measured (see the module docstring)."""
+    figures: dict[str, float] = {}
+    shared = SharedCluster()
+    server = shared.acquire()
+    try:
+        with statekit.make("claims_app") as env:
+            env.reset(seed=SEEDS[0])
+            key = world_key(env.adapter.fingerprint(), SEEDS[0])
+            with server.admin() as conn:
+                row = conn.execute("SELECT pg_database_size(%s)", (f"skclaims_g_{key}",)).fetchone()
+            figures["golden_db_mb"] = int(str(row[0])) / 1e6 if row else 0.0
+            uploads = statekit_home() / "files" / "claims_app" / "goldens" / key
+            figures["golden_files_mb"] = (
+                sum(f.stat().st_size for f in uploads.rglob("*") if f.is_file()) / 1e6
+            )
+            started = time.perf_counter()
+            export = export_golden(env.strategy, key)
+            figures["export_s"] = time.perf_counter() - started
+            figures["export_mb"] = export.size / 1e6 if export is not None else 0.0
+            resets = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                env.reset(seed=SEEDS[0])
+                resets.append(time.perf_counter() - t0)
+            figures["reset_p50_ms"] = percentile_ms(resets, 0.5)
+        with served(1, max_sessions=8) as url:
+            remotes = [RemoteEnvironment(url) for _ in range(4)]
+            remotes[0].reset(seed=SEEDS[0])
+            remotes[0].step({"tool": "list_claims", "limit": 5})
+            workers = [pid for pid in _descendants(os.getpid()) if "statekit.harness.worker" in _cmdline(pid)]
+            figures["worker_rss_1_mb"] = sum(_rss_mb(pid) for pid in workers)
+            with server.admin() as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname LIKE 'skclaims_e_%%'"
+                ).fetchone()
+            figures["pg_connections_per_episode"] = float(str(row[0])) if row else 0.0
+            for n, remote in enumerate(remotes[1:], start=1):
+                remote.reset(seed=SEEDS[n % len(SEEDS)])
+                remote.step({"tool": "list_claims", "limit": 5})
+            figures["worker_rss_4_mb"] = sum(_rss_mb(pid) for pid in workers)
+            for remote in remotes:
+                remote.close()
+    finally:
+        shared.release()
+    return figures
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="timed seconds per harness configuration")
@@ -192,9 +268,19 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16, help="claims episodes per Ray configuration")
     parser.add_argument("--steps", type=int, default=400, help="steps timed for the per-step overhead")
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--sizing-only", action="store_true", help="only the per-environment costs")
     args = parser.parse_args()
     cores = default_workers()
     console.print(f"cores: {cores}; load average before: {load()} (1, 5, 15 min)")
+    costs = sizing()
+    table = Table(title="sizing: what one claims environment costs its node")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in costs.items():
+        table.add_row(name, f"{value:.2f}")
+    console.print(table)
+    if args.sizing_only:
+        return
 
     rows = [(0, 1), (0, args.clients), (1, args.clients), (2, args.clients)]
     if cores > 2:
