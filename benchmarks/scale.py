@@ -151,6 +151,8 @@ def ray_section(episodes: int, steps: int) -> tuple[dict[int, dict[str, float]],
     with LocalCluster(1, cpus_per_node=cores) as _:
         with RayRollouts("claims_app", actors=min(2, cores), num_cpus=1) as warm:
             warm.run(SEEDS, policy)  # every seed's golden on the node; actors' imports done
+            rss = [_rss_mb(m.pid) for m in warm.fleet.members]
+            console.print(f"  resident memory of a claims environment actor: {max(rss):.0f} MB")
         for actors in sorted({1, 2, cores}):
             with RayRollouts("claims_app", actors=actors, num_cpus=1) as runner:
                 started = time.perf_counter()
