@@ -15,7 +15,7 @@ import pytest
 
 from statekit.postgres.cluster import EmbeddedCluster
 from statekit.ray import LocalCluster
-from statekit.rollouts import Policy, scripted
+from statekit.rollouts import Policy, Trajectory, run, scripted
 
 SEEDS = [7, 8, 9, 10]
 
@@ -42,6 +42,16 @@ def claims_scripts(pg_url: str) -> dict[int, list[dict[str, object]]]:
 @pytest.fixture(scope="session")
 def claims_policy(claims_scripts: dict[int, list[dict[str, object]]]) -> Policy:
     return scripted(claims_scripts)
+
+
+@pytest.fixture(scope="session")
+def claims_serial(pg_url: str, claims_policy: Policy) -> list[Trajectory]:
+    """The undisturbed, in-process run of SEEDS: what every other engine must reproduce byte for byte."""
+    import statekit
+
+    played = run(lambda: statekit.make("claims_app", db_url=pg_url), SEEDS, claims_policy)
+    assert all(t.rewards[-1] == 1.0 for t in played)
+    return played
 
 
 def leftovers(home: Path) -> list[str]:

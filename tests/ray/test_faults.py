@@ -10,17 +10,15 @@ from typing import Any
 import pytest
 import ray
 
-import statekit
 from statekit.ray import LocalCluster, RayRollouts
-from statekit.rollouts import Policy, Turn, run
+from statekit.rollouts import Policy, Trajectory, Turn
 
 from .conftest import SEEDS, leftovers
 
 
 @pytest.fixture
-def serial(pg_url: str, claims_policy: Policy) -> list[bytes]:
-    played = run(lambda: statekit.make("claims_app", db_url=pg_url), SEEDS, claims_policy)
-    return [t.to_json() for t in played]
+def serial(claims_serial: list[Trajectory]) -> list[bytes]:
+    return [t.to_json() for t in claims_serial]
 
 
 @pytest.fixture
