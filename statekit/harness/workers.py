@@ -195,6 +195,10 @@ class _Worker:
 
     def stop(self) -> None:
         """Ask the worker to close its environments and exit; kill it if it does not."""
+        self.ask_to_stop()
+        self.wait_stopped()
+
+    def ask_to_stop(self) -> None:
         with self._state_lock:
             was_alive, self.alive = self.alive, False
             self.lost_reason = self.lost_reason or f"harness worker {self.pid} was shut down"
@@ -204,6 +208,8 @@ class _Worker:
                     self._conn.send(None)
             except (OSError, ValueError):
                 pass
+
+    def wait_stopped(self) -> None:
         try:
             self.process.wait(STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -319,8 +325,10 @@ class WorkerPool:
             workers = [w for w in self._slots if w is not None]
             self._slots = [None] * self.size
             self._cond.notify_all()
+        for worker in workers:  # all at once: each closes its environments in parallel
+            worker.ask_to_stop()
         for worker in workers:
-            worker.stop()
+            worker.wait_stopped()
 
     # -- internals ----------------------------------------------------------------------------
     def _start(self, slot: int) -> _Worker:
