@@ -60,8 +60,8 @@ def load() -> str:
 
 
 @contextmanager
-def served(workers: int, max_sessions: int) -> Iterator[str]:
-    """``statekit serve claims_app --workers W`` on a free loopback port; yields its URL."""
+def served(workers: int, max_sessions: int) -> Iterator[tuple[str, int]]:
+    """``statekit serve claims_app --workers W`` on a free loopback port; yields its URL and pid."""
     command = [STATEKIT, "serve", "claims_app", "--port", "0", "--workers", str(workers)]
     command += ["--max-sessions", str(max_sessions), "--idle-timeout", "0"]
     proc = subprocess.Popen(
@@ -83,7 +83,7 @@ def served(workers: int, max_sessions: int) -> Iterator[str]:
             raise SystemExit("statekit serve printed no URL")
         with RemoteEnvironment(url) as probe:
             probe.health()
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         proc.wait(120)
@@ -91,7 +91,7 @@ def served(workers: int, max_sessions: int) -> Iterator[str]:
 
 def harness(workers: int, clients: int, seconds: float) -> dict[str, float]:
     """Steps/s and step latency of ``clients`` sessions playing list_claims episodes for ``seconds``."""
-    with served(workers, max_sessions=max(clients, 1) * 2) as url:
+    with served(workers, max_sessions=max(clients, 1) * 2) as (url, front):
         envs = [RemoteEnvironment(url) for _ in range(clients)]
         for n, env in enumerate(envs):  # untimed: goldens built, workers warm
             env.reset(seed=SEEDS[n % len(SEEDS)])
@@ -114,20 +114,63 @@ def harness(workers: int, clients: int, seconds: float) -> dict[str, float]:
         threads = [threading.Thread(target=play, args=(n,)) for n in range(clients)]
         for thread in threads:
             thread.start()
+        parts = _parts(front)
+        cpu_before = {name: _cpu(pids) for name, pids in parts.items()}
+        client_before = time.process_time()
         deadline[0] = time.perf_counter() + seconds
         started = time.perf_counter()
         barrier.wait()
         for thread in threads:
             thread.join()
         elapsed = time.perf_counter() - started
+        cpu = {name: _cpu(pids) - cpu_before[name] for name, pids in parts.items()}
+        cpu["client"] = time.process_time() - client_before
         for env in envs:
             env.close()
     samples = [s for per in latencies for s in per]
-    return {
+    figures = {
         "steps_per_s": len(samples) / elapsed,
         "p50": percentile_ms(samples, 0.5),
         "p99": percentile_ms(samples, 0.99),
     }
+    figures.update({f"cpu_ms_{name}": seconds * 1000 / len(samples) for name, seconds in cpu.items()})
+    return figures
+
+
+def _cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes have used so far (exited ones count as 0)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _parts(front: int) -> dict[str, list[int]]:
+    """The processes a harness step runs in: the front, its workers, the PostgreSQL server."""
+    workers = [pid for pid in _descendants(front) if "statekit.harness.worker" in _cmdline(pid)]
+    pidfile = statekit_home() / "pg" / "data" / "postmaster.pid"
+    postmaster = int(pidfile.read_text().split()[0])
+    return {"front": [front], "workers": workers, "postgres": [postmaster, *_descendants(postmaster)]}
+
+
+def projection(one: dict[str, float], cores: list[int]) -> list[tuple[int, float, float]]:
+    """Steps/s of N workers on N free cores, from one worker's CPU per step (trainer off the machine).
+
+    Three ceilings: each worker is serial (its CPU plus the database's, the controls' lock is held
+    across a step), the cores (worker + database + front CPU per step), and the front, one Python
+    process. Returns (N, projected steps/s, fraction of linear).
+    """
+    serial_ms = one["cpu_ms_workers"] + one["cpu_ms_postgres"]
+    total_ms = serial_ms + one["cpu_ms_front"]
+    rows = []
+    for n in cores:
+        rate = min(n * 1000 / serial_ms, n * 1000 / total_ms, 1000 / one["cpu_ms_front"])
+        rows.append((n, rate, rate / (n * 1000 / total_ms)))
+    return rows
 
 
 def ray_section(episodes: int, steps: int) -> tuple[dict[int, dict[str, float]], bool, dict[str, float]]:
@@ -234,7 +277,7 @@ def sizing() -> dict[str, float]:
                 env.reset(seed=SEEDS[0])
                 resets.append(time.perf_counter() - t0)
             figures["reset_p50_ms"] = percentile_ms(resets, 0.5)
-        with served(1, max_sessions=8) as url:
+        with served(1, max_sessions=8) as (url, _):
             remotes = [RemoteEnvironment(url) for _ in range(4)]
             remotes[0].reset(seed=SEEDS[0])
             remotes[0].step({"tool": "list_claims", "limit": 5})
@@ -293,14 +336,24 @@ def main() -> None:
         console.print(f"  harness --workers {workers}, {clients} clients: {figures[(workers, clients)]}")
     one = figures[(1, args.clients)]["steps_per_s"]
     table = Table(title=f"harness: claims_app, {args.clients} sessions playing list_claims episodes")
-    for column in ("--workers", "sessions", "steps/s", "vs 1 worker", "step p50 ms", "step p99 ms"):
+    columns = ("--workers", "sessions", "steps/s", "vs 1 worker", "step p50 ms", "step p99 ms")
+    for column in (*columns, "CPU ms/step: workers", "front", "postgres", "client"):
         table.add_column(column, justify="right")
     for (workers, clients), f in figures.items():
         name = f"{workers} (in-process)" if workers == 0 else str(workers)
         ratio = f"{f['steps_per_s'] / one:.2f}x"
-        table.add_row(
-            name, str(clients), f"{f['steps_per_s']:.1f}", ratio, f"{f['p50']:.1f}", f"{f['p99']:.1f}"
-        )
+        rate = f"{f['steps_per_s']:.1f}"
+        cpu = [f"{f[f'cpu_ms_{part}']:.1f}" for part in ("workers", "front", "postgres", "client")]
+        table.add_row(name, str(clients), rate, ratio, f"{f['p50']:.1f}", f"{f['p99']:.1f}", *cpu)
+    console.print(table)
+    console.print("(CPU per step counts the resets; in-process, the environments' CPU is the front's.)")
+    table = Table(
+        title="on paper: N workers on N free cores, from the 1-worker CPU per step (client elsewhere)"
+    )
+    for column in ("N", "steps/s", "of linear"):
+        table.add_column(column, justify="right")
+    for n, rate, share in projection(figures[(1, args.clients)], [1, 2, 4, 8, 16, 32]):
+        table.add_row(str(n), f"{rate:.0f}", f"{share:.0%}")
     console.print(table)
     if cores == 2:
         console.print(f"N workers = cores = {cores}: the 2-worker row is the default (`statekit serve`).")
