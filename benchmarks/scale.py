@@ -352,8 +352,8 @@ def main() -> None:
     )
     for column in ("N", "steps/s", "of linear"):
         table.add_column(column, justify="right")
-    for n, rate, share in projection(figures[(1, args.clients)], [1, 2, 4, 8, 16, 32]):
-        table.add_row(str(n), f"{rate:.0f}", f"{share:.0%}")
+    for n, projected, share in projection(figures[(1, args.clients)], [1, 2, 4, 8, 16, 32]):
+        table.add_row(str(n), f"{projected:.0f}", f"{share:.0%}")
     console.print(table)
     if cores == 2:
         console.print(f"N workers = cores = {cores}: the 2-worker row is the default (`statekit serve`).")
