@@ -51,7 +51,7 @@ from statekit.rollouts import run, scripted
 SEEDS = [7, 8, 9, 10]
 LEDGER = "statekit.testing.ledger:LedgerAdapter"
 STATEKIT = str(Path(sys.executable).with_name("statekit"))
-console = Console()
+console = Console(width=150)
 
 
 def load() -> str:
@@ -208,7 +208,8 @@ def ray_section(episodes: int, steps: int) -> tuple[dict[int, dict[str, float]],
 
 
 def step_overhead(vector_env: type, env_spec: type, steps: int) -> dict[str, float]:
-    """p50/p99 of one ledger step in-process and through a one-actor VectorEnv."""
+    """p50/p99 of one ledger step in-process and through a one-actor VectorEnv, and the CPU each
+    costs (the driver's, plus the actor process's): CPU time does not grow when the machine is busy."""
     options = {"max_steps": 10**9}
     action = {"tool": "balances"}
     with statekit.make(LEDGER) as env:
@@ -216,25 +217,56 @@ def step_overhead(vector_env: type, env_spec: type, steps: int) -> dict[str, flo
         for _ in range(20):
             env.step(action)
         local = []
+        cpu = time.process_time()
         for _ in range(steps):
             t0 = time.perf_counter()
             env.step(action)
             local.append(time.perf_counter() - t0)
+        local_cpu = (time.process_time() - cpu) / steps
     with vector_env(env_spec(LEDGER), 1, num_cpus=1) as vector:
         vector.reset([1], [options])
         for _ in range(20):
             vector.step([action])
         remote = []
+        actor = [vector.placement[0][1]]
+        cpu, actor_cpu = time.process_time(), _cpu(actor)
         for _ in range(steps):
             t0 = time.perf_counter()
             vector.step([action])
             remote.append(time.perf_counter() - t0)
+        ray_cpu = (time.process_time() - cpu + _cpu(actor) - actor_cpu) / steps
+    floor = _noop_call_latencies(steps)
     return {
+        "noop_p50": percentile_ms(floor, 0.5),
+        "local_cpu": local_cpu * 1000,
+        "ray_cpu": ray_cpu * 1000,
         "local_p50": percentile_ms(local, 0.5),
         "ray_p50": percentile_ms(remote, 0.5),
         "local_p99": percentile_ms(local, 0.99),
         "ray_p99": percentile_ms(remote, 0.99),
     }
+
+
+class _Echo:
+    def echo(self, value: object) -> object:
+        return value
+
+
+def _noop_call_latencies(n: int) -> list[float]:
+    """Ray's own floor: a call on an actor that does nothing with a small argument."""
+    import ray
+
+    echo = ray.remote(_Echo).options(num_cpus=1).remote()
+    message = {"tool": "balances"}
+    for _ in range(20):
+        ray.get(echo.echo.remote(message))
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        ray.get(echo.echo.remote(message))
+        samples.append(time.perf_counter() - t0)
+    ray.kill(echo)
+    return samples
 
 
 def _rss_mb(pid: int) -> float:
@@ -377,7 +409,9 @@ def main() -> None:
         console.print(
             "per-step overhead of Ray (ledger, VectorEnv of 1 actor): "
             f"in-process p50 {overhead['local_p50']:.3f} ms, Ray p50 {overhead['ray_p50']:.3f} ms: "
-            f"+{added:.3f} ms p50 (p99 {overhead['local_p99']:.3f} vs {overhead['ray_p99']:.3f} ms)"
+            f"+{added:.3f} ms p50 (p99 {overhead['local_p99']:.3f} vs {overhead['ray_p99']:.3f} ms); "
+            f"CPU per step {overhead['local_cpu']:.3f} ms vs {overhead['ray_cpu']:.3f} ms (driver + actor); "
+            f"Ray's floor, a no-op actor call: p50 {overhead['noop_p50']:.3f} ms"
         )
     console.print(f"load average after: {load()}")
 
