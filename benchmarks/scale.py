@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -256,7 +257,7 @@ def _noop_call_latencies(n: int) -> list[float]:
     """Ray's own floor: a call on an actor that does nothing with a small argument."""
     import ray
 
-    echo = ray.remote(_Echo).options(num_cpus=1).remote()
+    echo: Any = ray.remote(_Echo).options(num_cpus=1).remote()
     message = {"tool": "balances"}
     for _ in range(20):
         ray.get(echo.echo.remote(message))
