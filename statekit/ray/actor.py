@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from statekit.contract import JSON, State
 from statekit.env import Environment, world_key
 from statekit.errors import ConfigError
 from statekit.goldens import export_golden, import_golden
+from statekit.ray.exchange import LEASE_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +94,12 @@ class EnvironmentActor:
         return self.node_id, os.getpid()
 
     def reset(self, seed: int, options: dict[str, JSON] | None = None) -> tuple[JSON, dict[str, JSON]]:
-        publish = self._ensure_golden(seed)
-        started = self.env.reset(seed=seed, options=options)
-        if publish is not None:
-            self._publish(publish)
+        lease = self._ensure_golden(seed)
+        if lease is None:
+            return self.env.reset(seed=seed, options=options)
+        with self._renewing(lease):  # this actor builds the golden for the cluster
+            started = self.env.reset(seed=seed, options=options)
+            self._publish(lease)
         return started
 
     def step(self, action: JSON) -> StepReply:
@@ -163,6 +168,27 @@ class EnvironmentActor:
                 return None
             time.sleep(0.05)  # another node is building it
         return None
+
+    @contextmanager
+    def _renewing(self, key: str) -> Iterator[None]:
+        """Keep the build lease on ``key`` alive while this actor builds and exports the golden."""
+        exchange, done = self.exchange, threading.Event()
+        assert exchange is not None
+
+        def renew() -> None:
+            while not done.wait(LEASE_TIMEOUT / 4):
+                try:
+                    ray.get(exchange.renew.remote(key, self.node_id))
+                except LOST_ERRORS:
+                    return
+
+        renewer = threading.Thread(target=renew, name="statekit-lease", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            done.set()
+            renewer.join()
 
     def _publish(self, key: str) -> None:
         """This actor holds the cluster's lease on ``key``: export the golden for the other nodes."""

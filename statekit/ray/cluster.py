@@ -6,19 +6,29 @@ Everything listens on 127.0.0.1: Ray replaces a loopback address by the machine'
 local-only mode is on (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read when ``ray`` is imported and
 by every Ray process this one starts), so ``LocalCluster`` turns it on; the dashboard and usage
 statistics are off. Node deaths are noticed within about two seconds (Ray's default is 15-30 s).
+
+``remove_node`` is a machine failure: Ray stops the node's raylet, and every other process of that
+"machine" (its actors' processes, which would otherwise finish what they were doing, and its
+PostgreSQL) is killed too: they are the processes whose ``STATEKIT_HOME`` is the node's. On
+``shutdown`` what a dead node left (its overlay mounts, its stopped server's files) is removed, as
+it would have gone with the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from statekit.postgres.cluster import EmbeddedCluster
+from statekit.strategies.cow_fs import mounts_under
 
 LOOPBACK = "127.0.0.1"
 _ENVIRONMENT = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -78,15 +88,19 @@ class LocalCluster:
         if node_id == self.head_id:
             raise ValueError("the head node carries the driver; remove a worker node")
         self.cluster.remove_node(self._nodes.pop(node_id), allow_graceful=False)
+        _kill_processes_of(self.homes[node_id])  # its server is stopped cleanly on shutdown
 
     def shutdown(self) -> None:
         """Disconnect, stop every node, stop each node's PostgreSQL, delete the homes. Safe twice."""
         if self._ray.is_initialized():
             self._ray.shutdown()
         self.cluster.shutdown()
-        for home in self.homes.values():  # a dead node's server outlives it, as on a real machine
+        for home in self.homes.values():
+            _kill_processes_of(home)
             if (home / "pg" / "data").exists():
                 EmbeddedCluster(home / "pg").stop_server()
+            for mount in mounts_under(home):
+                subprocess.run(["umount", "--lazy", mount], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
         self.homes.clear()
 
@@ -115,3 +129,24 @@ class LocalCluster:
     def _remember(self, node: Any) -> None:
         self._nodes[str(node.node_id)] = node
         self.homes[str(node.node_id)] = self._next_home
+
+
+def _kill_processes_of(home: Path) -> None:
+    """SIGKILL the processes of one simulated machine: those whose STATEKIT_HOME is ``home``.
+
+    Its PostgreSQL is spared, to be stopped cleanly (a killed server would leave shared memory
+    behind on this machine, which the real dead one would not).
+    """
+    marker = b"\0" + f"STATEKIT_HOME={home}".encode() + b"\0"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker not in b"\0" + environ + b"\0" or b"postgres" in command.split(b"\0")[0]:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(entry), signal.SIGKILL)

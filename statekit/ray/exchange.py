@@ -6,26 +6,35 @@ it; shared storage (NFS, a bucket) would be one more service to provision, secur
 every cluster. The exchange is one actor (no CPU) on the driver's node that owns the exported
 goldens (``ray.put`` inside it, so an export outlives the actor that built it) and hands out
 *build leases*: the first node to miss a key builds it, the others wait for its export and load it.
-A lease whose holder died is reassigned after ``lease_timeout`` seconds; a key whose strategy
-cannot export is built by each node (``abandon``). If the exchange itself is lost (its node died),
+The holder renews its lease every few seconds while it builds and exports (``renew``), so a lease
+whose holder died (its actor killed, its node gone) lapses after ``lease_timeout`` seconds and the
+next node to ask builds instead. A key whose strategy cannot export is built by each node
+(``abandon``). If the exchange itself is lost (its node died),
 actors build locally: slower, same worlds.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import ray
 
 from statekit.goldens import GoldenExport
 
+LEASE_TIMEOUT = 10.0
+"""Seconds a build lease lasts without renewal; its holder renews it every ``LEASE_TIMEOUT / 4``."""
+
 
 class GoldenExchange:
     """Keys to exported goldens, plus who is building which key right now."""
 
-    def __init__(self, lease_timeout: float = 600.0) -> None:
+    def __init__(
+        self, lease_timeout: float = LEASE_TIMEOUT, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.lease_timeout = lease_timeout
+        self._clock = clock
         self._exports: dict[str, Any] = {}
         self._leases: dict[str, tuple[str, float]] = {}
         self._unshippable: set[str] = set()
@@ -40,10 +49,18 @@ class GoldenExchange:
         if key in self._unshippable:
             return "build", None
         lease = self._leases.get(key)
-        if lease is not None and time.monotonic() - lease[1] < self.lease_timeout:
+        if lease is not None and self._clock() - lease[1] < self.lease_timeout:
             return "wait", None
-        self._leases[key] = (node, time.monotonic())
+        self._leases[key] = (node, self._clock())
         return "build", None
+
+    def renew(self, key: str, node: str) -> bool:
+        """The holder is still building ``key``; False if its lease lapsed (someone else builds it)."""
+        lease = self._leases.get(key)
+        if lease is None or lease[0] != node:
+            return False
+        self._leases[key] = (node, self._clock())
+        return True
 
     def publish(self, key: str, export: GoldenExport) -> None:
         self._leases.pop(key, None)
