@@ -389,8 +389,12 @@ class WorkerPool:
                     return
             try:
                 self._start(worker.slot)
-                self.replaced += 1
+                with self._cond:
+                    self.replaced += 1
                 return
             except Exception:
+                with self._cond:
+                    if self._closing:
+                        return  # shut down while the replacement started: nothing to replace
                 log.exception("replacing harness worker %d failed; trying again in 1 s", worker.pid)
                 time.sleep(1)

@@ -141,7 +141,8 @@ def test_rollouts_replayed_after_workers_die_equal_the_undisturbed_run(
         return ledger_policy(turn)
 
     disturbed = run(lambda: RemoteEnvironment(url), seeds, policy, concurrency=4)
-    assert len(killed) == 2 and app.state.workers.replaced == 2
+    assert len(killed) == 2
+    _wait_for(lambda: app.state.workers.replaced == 2, "both workers replaced")
     assert [t.to_json() for t in disturbed] == [t.to_json() for t in undisturbed]
     assert all(t.rewards[-1] == 1.0 for t in disturbed)
 
