@@ -329,6 +329,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the adapter over HTTP (and OpenEnv's WebSocket protocol) until interrupted."""
     from statekit.harness import HarnessConfig, serve  # only the serve command needs the web stack
+    from statekit.harness.workers import default_workers
 
     config = HarnessConfig(
         args.adapter,
@@ -337,6 +338,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         token=args.token or os.environ.get("STATEKIT_TOKEN") or None,
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
+        workers=default_workers() if args.workers is None else args.workers,
     )
     serve(config, host=args.host, port=args.port, uds=args.uds)
     return 0
@@ -436,6 +438,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, default=8, help="open sessions at most; more get HTTP 429")
     serve.add_argument("--uds", default=None, help="serve on this Unix socket instead of TCP")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="close after N idle s; 0: never")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes running the sessions (default: one per core); 0: in the serving process",
+    )
     serve.set_defaults(func=cmd_serve)
 
     assay = sub.add_parser("assay", help="may it ship? licences, fixture sources, recorded traffic")

@@ -9,7 +9,8 @@ StatekitError
 ├── ResetNeeded          step()/state() called before reset()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
 ├── ReplayMissError      an outbound request that no cassette recorded
-└── RemoteError          a statekit harness answered a client's call with an error
+├── RemoteError          a statekit harness answered a client's call with an error
+└── EnvironmentLost      the process holding an environment died (a harness worker, a Ray actor)
 """
 
 from __future__ import annotations
@@ -77,3 +78,12 @@ class RemoteError(StatekitError):
         self.status = status
         self.code = code
         super().__init__(f"{message} (HTTP {status}, {code})" if status else f"{message} ({code})")
+
+
+class EnvironmentLost(StatekitError):
+    """The process that held an environment died (a harness worker, a Ray actor or its node).
+
+    Its episode is gone with it. Episodes are deterministic, so replaying the seed and the actions
+    taken so far in a new environment continues exactly where it stopped: ``statekit.rollout``
+    does that.
+    """

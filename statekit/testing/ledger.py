@@ -18,6 +18,7 @@ from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
 from statekit.errors import ConfigError
+from statekit.rollouts import Turn
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.memory import InMemory
 from statekit.strategies.rewinding import Rewinding
@@ -161,3 +162,15 @@ class LedgerAdapter(Adapter):
 
     def declared_tools(self) -> list[Tool]:
         return list(TOOLS)
+
+
+def ledger_policy(turn: Turn) -> JSON:
+    """Solves the ledger's task from what it sees: look at the balances, make the transfer the prompt
+    asks for, submit. A pure function of the turn, so rollouts with it are reproducible anywhere."""
+    if not turn.actions:
+        return {"tool": "balances"}
+    if len(turn.actions) == 1:
+        prompt = str(turn.observations[0]["task"])
+        task = Task(id="", kind="transfer", prompt=prompt, max_steps=0)
+        return LedgerAdapter.reference_actions(LedgerAdapter(), task)[0]
+    return {"tool": "submit"}
