@@ -358,6 +358,42 @@ def cmd_assay(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_spec_init(args: argparse.Namespace) -> int:
+    """Draft a digest spec from a live schema: an adapter's world (a SqlAdapter) or a database URL."""
+    from statekit.digest.draft import draft_spec
+    from statekit.digest.postgres import connect
+    from statekit.postgres.server import to_conninfo
+    from statekit.sql_adapter import SqlAdapter
+
+    with ExitStack() as stack:
+        if args.adapter:
+            env = stack.enter_context(_env(args))
+            if not isinstance(env.adapter, SqlAdapter):
+                raise statekit.ConfigError(
+                    f"adapter {args.adapter!r} is not a SqlAdapter: point spec init at its database with "
+                    "--url postgresql://... instead"
+                )
+            conninfo = env.adapter.conninfo(stack.enter_context(env.open_world(args.seed)))
+        elif args.url:
+            conninfo = to_conninfo(args.url)
+        else:
+            raise statekit.ConfigError(
+                "spec init needs an ADAPTER or --url (a database to read the schema of)"
+            )
+        with connect(conninfo) as conn:
+            draft = draft_spec(conn, args.schema)
+    text = draft.toml()
+    if args.out:
+        Path(args.out).write_text(text)
+        console.print(
+            f"wrote {args.out}: {len(draft.tables)} tables, {len(draft.ignored_tables)} ignored; "
+            f"{draft.decisions()} decision(s) marked DECIDE: for you to review"
+        )
+    else:
+        print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statekit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -452,6 +488,18 @@ def build_parser() -> argparse.ArgumentParser:
     assay.add_argument("--policy", default=None, help="TOML policy (default: statekit's, see docs)")
     assay.add_argument("--json", action="store_true")
     assay.set_defaults(func=cmd_assay)
+
+    spec = sub.add_parser("spec", help="digest specs: draft one from a live schema")
+    spec_sub = spec.add_subparsers(dest="spec_command", required=True)
+    init = spec_sub.add_parser("init", help="a draft spec with every table and column, noise marked DECIDE:")
+    init.add_argument("adapter", nargs="?", default=None, help="a SqlAdapter (its seed's world is read)")
+    init.add_argument("--url", default=None, help="or a PostgreSQL database URL to read the schema of")
+    init.add_argument("--seed", type=int, default=0)
+    init.add_argument("--schema", default="public")
+    init.add_argument("--out", default=None, help="write the draft here (default: print it)")
+    init.add_argument("--strategy", default=None)
+    init.add_argument("--db-url", default=None, help="PostgreSQL admin URL for the adapter's worlds")
+    init.set_defaults(func=cmd_spec_init)
     return parser
 
 
