@@ -394,6 +394,17 @@ def cmd_spec_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop the embedded PostgreSQL now (it otherwise lingers ``$STATEKIT_PG_LINGER`` seconds)."""
+    from statekit.postgres.embedded import SharedCluster
+
+    if SharedCluster().stop(force=args.force):
+        console.print("stopped the embedded PostgreSQL")
+        return 0
+    console.print("[yellow]a statekit process still uses the embedded PostgreSQL[/]: not stopped (--force)")
+    return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statekit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -500,6 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--strategy", default=None)
     init.add_argument("--db-url", default=None, help="PostgreSQL admin URL for the adapter's worlds")
     init.set_defaults(func=cmd_spec_init)
+
+    stop = sub.add_parser("stop", help="stop the embedded PostgreSQL now instead of letting it linger")
+    stop.add_argument("--force", action="store_true", help="even while a statekit process uses it")
+    stop.set_defaults(func=cmd_stop)
     return parser
 
 
