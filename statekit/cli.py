@@ -25,7 +25,14 @@ from statekit.digest.diff import StateDiff, diff_dumps
 from statekit.digest.dump import StateDump
 from statekit.divergence import drift, first_divergence
 from statekit.errors import StatekitError
-from statekit.testing import check_controls, check_env, first_difference, reference_script, rollout
+from statekit.testing import (
+    NOT_CHECKED,
+    check_controls,
+    check_env,
+    first_difference,
+    reference_script,
+    rollout,
+)
 
 console = Console()
 
@@ -232,7 +239,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     return _env(args, disable_controls=disabled, **options)
 
                 for name, problem in check_controls(make_env, seed=seeds[0]).items():
-                    report.controls[name] = problem is None
+                    report.controls[name] = None if str(problem).startswith(NOT_CHECKED) else problem is None
                     if problem:
                         report.problems.append(f"controls.{name}: {problem}")
         finally:
@@ -243,8 +250,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         names = ["deterministic", "seeds_differ", "reset_restores_initial", "coverage", "tasks_valid"]
         verdicts = {name: getattr(report, name) for name in names}
         verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
+        verdicts["rewind_order"] = report.rewind_order
         for name, ok in verdicts.items():
-            console.print(f"{name:<24} {'[green]ok[/]' if ok else '[red]FAIL[/]'}")
+            shown = "[yellow]not checked[/]" if ok is None else "[green]ok[/]" if ok else "[red]FAIL[/]"
+            console.print(f"{name:<24} {shown}")
         for problem in report.problems:
             console.print(f"  [red]-[/] {problem}")
     return 0 if report.ok else 1

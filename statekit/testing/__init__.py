@@ -81,6 +81,11 @@ def first_difference(a: Rollout, b: Rollout) -> str | None:
     return None
 
 
+NOT_CHECKED = "not checked: "
+"""The prefix of a check's answer when it could not judge (nothing to judge with), as opposed to a
+failure: reported as null, never as passed."""
+
+
 @dataclass
 class CheckReport:
     deterministic: bool = True
@@ -91,15 +96,15 @@ class CheckReport:
     incremental_digest: bool = True
     rewind_order: bool | None = None
     """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
-    controls: dict[str, bool] = field(default_factory=dict)
+    controls: dict[str, bool | None] = field(default_factory=dict)
+    """Per control: proved (true), broken (false), or not checked (null: removing it changed nothing)."""
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
-        return all(
-            [*checks, self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
-        ) and all(self.controls.values())
+        judged = [self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
+        return all([*checks, *judged]) and all(ok is not False for ok in self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -303,8 +308,8 @@ def check_controls(
             diff_off, moved_off = twice(env_off, name)
         if diff_off is None and not moved_off:
             results[name] = (
-                f"with only {name!r} off, replays still match: the control does no work here, or the "
-                "probe task does not exercise it"
+                f"{NOT_CHECKED}with only {name!r} off, replays still match: the control does no work for "
+                "this environment, or its probe task (Adapter.probe_tasks) does not exercise it"
             )
         else:
             results[name] = None
@@ -355,6 +360,7 @@ def check_env(
 
 
 __all__ = [
+    "NOT_CHECKED",
     "CheckReport",
     "Rollout",
     "check_controls",
