@@ -190,8 +190,9 @@ class Journal:
         if self._conn is None or self._conn.closed:
             conn = psycopg.connect(self.conninfo, autocommit=True, application_name="statekit")
             set_json_loads(lambda text: json.loads(text, parse_float=Decimal), conn)
-            conn.execute(q.SESSION_IO)
-            conn.execute(q.REPLICA)
+            conn.execute(f"{q.SESSION_IO}; {q.REPLICA}")
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # for reads: their BEGIN says so
+            conn.read_only = True  # (moves and marks run outside transactions, in autocommit)
             self._conn = conn
         return self._conn
 
@@ -242,8 +243,7 @@ class Journal:
         """A consistent read of the world (REPEATABLE READ, read only) with the cut it sees."""
         with self._lock:
             conn = self.connection()
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            with conn.transaction():  # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
                 yield conn, self.cut(conn)
 
     # -- marks and moves ------------------------------------------------------------------------
