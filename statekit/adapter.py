@@ -97,7 +97,8 @@ class Adapter(ABC):
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
         """Wire the application to ``world`` and pick the task (or use ``task``: a fork being restored,
-        or the task this world's seed and options gave before). ``app`` is what ``attach`` returned."""
+        or the task this world's seed and options gave before). ``app`` is what ``attach`` returned; it is
+        passed only when ``attach`` returned something, so adapters without ``attach`` may omit it."""
 
     def attach(self, world: World) -> Any:
         """Build what can outlive an episode on ``world`` (the application, its engines). Optional."""

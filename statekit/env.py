@@ -260,10 +260,10 @@ class Environment:
             world = self._bookmarked_world(snap)
             try:
                 self.strategy.rewind(world, snap.mark)
-            except RewindError as exc:
-                self.strategy.discard(world)
+            except Exception as exc:  # a RewindError, or the strategy broke: the world cannot be trusted
+                self._release(world, failed=True)
                 raise ResetError(
-                    f"snapshot {snapshot_id} is lost: its world cannot be rewound ({exc.reason})"
+                    f"snapshot {snapshot_id} is lost: its world cannot be rewound ({_why(exc)})"
                 ) from exc
             obs, info = self._begin(
                 snap.key,
@@ -280,12 +280,14 @@ class Environment:
     def close(self) -> None:
         """End the episode, drop snapshots, release the strategy and adapter. Safe twice."""
         try:
-            self._end_episode()
-            for snap in self._snapshots.values():
+            snapshots = list(self._snapshots.values())
+            self._snapshots.clear()  # first: ending the episode must not copy bookmarks about to go
+            for snap in snapshots:
                 if snap.mark is not None:
                     self.strategy.forget(snap.mark)
                 else:
                     self.strategy.drop(snap.copy)
+            self._end_episode()
         finally:
             self._snapshots.clear()
             try:
@@ -360,12 +362,9 @@ class Environment:
         try:
             app = self._app(world)
             with controls.active(all_on=True):
+                warm = {} if app is None else {"app": app}  # adapters without attach keep the old signature
                 episode = self.adapter.start_episode(
-                    world,
-                    seed=seed,
-                    options=options,
-                    task=task or (known.task if known else None),
-                    app=app,
+                    world, seed=seed, options=options, task=task or (known.task if known else None), **warm
                 )
                 observation = episode.observe()
             if known is not None:  # the same start as the first one: the controls end where they did
@@ -379,7 +378,7 @@ class Environment:
         except BaseException:
             if episode is not None:
                 episode.close()
-            self.strategy.discard(world)
+            self._release(world, failed=True)
             raise
         self._world, self._episode, self._controls, self._key = world, episode, controls, key
         self._digest = at or self._goldens[key]
@@ -454,9 +453,17 @@ class Environment:
         self._digest = None
         if episode is not None:
             episode.close()
-        if world is None:
-            return
-        if not isinstance(self.strategy, Rewinding):
+        if world is not None:
+            self._release(world)
+
+    def _release(self, world: World, *, failed: bool = False) -> None:
+        """Hand ``world`` back to the strategy. Its warm app goes too unless the world may come back
+        (a Rewinding strategy parks it) and nothing failed on it; a strategy that does not keep worlds
+        destroys it, so bookmarks on it are first turned into copies."""
+        keeps = isinstance(self.strategy, Rewinding)
+        if (failed or not keeps) and world.id in self._apps:
+            self.adapter.detach(self._apps.pop(world.id))
+        if not keeps:
             self._copy_bookmarks(world)
         self.strategy.discard(world)
 
@@ -470,8 +477,8 @@ class Environment:
                 self.strategy.rewind(world, snap.mark)
                 snap.copy = snapshot_key(snap_id)
                 self.strategy.capture(snap.copy, world)
-            except RewindError as exc:
-                log.warning("snapshot %s is lost with its world: %s", snap_id, exc.reason)
+            except Exception as exc:  # one lost bookmark must not take the others with it
+                log.warning("snapshot %s is lost with its world: %s", snap_id, _why(exc))
                 snap.copy = ""
             finally:
                 self.strategy.forget(snap.mark)
@@ -479,3 +486,8 @@ class Environment:
         for snap_id, snap in marked:
             if not snap.copy:
                 del self._snapshots[snap_id]
+
+
+def _why(exc: Exception) -> str:
+    """A failure's reason: a RewindError's own, or the exception's text."""
+    return exc.reason if isinstance(exc, RewindError) else f"{type(exc).__name__}: {exc}"

@@ -241,12 +241,15 @@ class ClaimsAdapter(Adapter):
         self._remote: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
 
     def fingerprint(self) -> dict[str, str]:
-        return {
+        made = {
             "app": f"claims_app-{getattr(app_pkg, '__version__', '0')}",
             "fixtures": _fixture_hash(),
             "builder": BUILDER_VERSION,
             "scale": str(self.scale),
         }
+        if self.image_id:  # a container's world is built and digested by the code inside its image
+            made["image"] = self.image_id
+        return made
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
         if name in ("rewind", "template"):  # the database and the upload directory, reset together
@@ -268,10 +271,7 @@ class ClaimsAdapter(Adapter):
         raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
 
     def metadata(self) -> dict[str, JSON]:
-        meta: dict[str, JSON] = dict(self.fingerprint())
-        if self.image_id:
-            meta["image"] = self.image_id  # the digest every episode container was started from
-        return meta
+        return dict(self.fingerprint())  # in container mode, "image": what every episode container ran
 
     @contextmanager
     def live_services(self) -> Iterator[dict[str, Any]]:

@@ -32,11 +32,21 @@ from statekit.errors import SpecError
 TABLE_PREFIX = "files:"
 
 
+def walk(top: bytes) -> Iterator[tuple[bytes, list[bytes], list[bytes]]]:
+    """``os.walk`` that raises instead of skipping a directory it cannot read: a digest or a copy's
+    manifest that silently missed one would call two different trees equal."""
+
+    def fail(error: OSError) -> None:
+        raise error
+
+    return os.walk(top, onerror=fail)
+
+
 def _relative_paths(root: Path) -> list[bytes]:
     """Every entry under ``root`` as a relative path in bytes, sorted (bytes sort the same everywhere)."""
     found: list[bytes] = []
     base = os.fsencode(root)
-    for current, dirs, files in os.walk(base):  # os.walk does not follow symlinked directories
+    for current, dirs, files in walk(base):  # os.walk does not follow symlinked directories
         for name in (*dirs, *files):
             found.append(os.path.relpath(os.path.join(current, name), base))
     return sorted(found)
@@ -98,7 +108,7 @@ def _overlay_changes(upper: Path, golden: Path) -> set[bytes]:
     golden's entries under a deleted (whiteout) or opaque (replaced) directory."""
     changed: set[bytes] = set()
     base, lower = os.fsencode(upper), os.fsencode(golden)
-    for current, dirs, files in os.walk(base):
+    for current, dirs, files in walk(base):
         for name in (*dirs, *files):
             path = os.path.join(current, name)
             rel = os.path.relpath(path, base)
@@ -112,7 +122,7 @@ def _overlay_changes(upper: Path, golden: Path) -> set[bytes]:
                     hides_lower = False
             below = os.path.join(lower, rel)
             if hides_lower and os.path.isdir(below) and not os.path.islink(below):
-                for inner, inner_dirs, inner_files in os.walk(below):
+                for inner, inner_dirs, inner_files in walk(below):
                     changed.update(
                         os.path.relpath(os.path.join(inner, n), lower) for n in (*inner_dirs, *inner_files)
                     )

@@ -17,7 +17,6 @@ transactions, prepared statements, temporary tables, advisory locks and session 
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,9 +31,7 @@ from psycopg.types.json import set_json_loads
 
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
-from statekit.postgres.server import tuples
-
-log = logging.getLogger(__name__)
+from statekit.postgres.server import rollback_prepared, tuples
 
 DEFAULT_BOUND = 200_000
 """Row changes a world's journal may hold before the world is discarded instead of rewound."""
@@ -73,6 +70,8 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
         if not row or not row[0]:
             return "the journal needs a superuser connection (event triggers, session_replication_role)"
         with conn.transaction():
+            # before our own triggers exist: anything of the app's that would fire during a rewind
+            unrewindable = [str(r[0]) for r in conn.execute(q.UNREWINDABLE).fetchall()]
             conn.execute(q.BASE)
             tables = conn.execute(q.TABLES).fetchall()
             for oid, name, relkind, is_partition, key, cols, overriding in tables:
@@ -92,10 +91,7 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
                     sql.SQL("SELECT last_value, is_called FROM {}").format(sql.SQL(name))
                 ).fetchone() or (1, False)
                 conn.execute("INSERT INTO _statekit.sequences VALUES (%s, %s, %s)", (oid, value, called))
-            dirty = None
-            always = [r[0] for r in conn.execute(q.ALWAYS_TRIGGERS).fetchall()]
-            if always:
-                dirty = f"triggers enabled ALWAYS would fire during a rewind: {', '.join(always)}"
+            dirty = "; ".join(unrewindable) or None
             if conn.execute("SELECT EXISTS (SELECT 1 FROM pg_largeobject_metadata)").fetchone()[0]:  # type: ignore[index]
                 dirty = "the world holds large objects, which the journal cannot capture"
             conn.execute(
@@ -259,22 +255,24 @@ class Journal:
                 "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
                 "FROM _statekit.journal_seq_seq)",
                 (),
+                roll_back_prepared=False,  # they are part of the world being marked: copy it instead
             )
             return Mark(Cut(self.generation, self._path_to(int(row[1]))), dict(row[0]))
 
-    def _call(self, query: str, params: Sequence[Any]) -> tuple[Any, ...]:
+    def _call(self, query: str, params: Sequence[Any], *, roll_back_prepared: bool = True) -> tuple[Any, ...]:
         """Run one of the journal's functions: prepared transactions left in the world are rolled back
-        (then it runs again), a tainted journal is a RewindError with its reason, any other failure too."""
-        conn = self.connection()
+        (then it runs again) when ``roll_back_prepared``; a tainted journal is a RewindError with its
+        reason, any other failure (the connection's included) too."""
         for attempt in (1, 2):
             try:
+                conn = self.connection()
                 row = conn.execute(query, params).fetchone()
                 assert row is not None
                 return tuple(row)
             except psycopg.Error as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                if "statekit-prepared" in message and attempt == 1:
-                    self._rollback_prepared(conn)
+                if "statekit-prepared" in message and roll_back_prepared and attempt == 1:
+                    rollback_prepared(conn)
                     continue
                 if "statekit-dirty: " in message:
                     raise RewindError(message.split("statekit-dirty: ", 1)[1]) from exc
@@ -314,32 +312,20 @@ class Journal:
                 self._base, self._open_from = target, int(row[1])
             return int(row[0])
 
-    @staticmethod
-    def _rollback_prepared(conn: psycopg.Connection[Any]) -> None:
-        """Prepared transactions outlive their connection: roll back this world's own."""
-        gids = [
-            r[0]
-            for r in conn.execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-            ).fetchall()
-        ]
-        for gid in gids:
-            log.warning("rolling back prepared transaction %r left in a world", gid)
-            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
-
     # -- reading changes --------------------------------------------------------------------------
     @staticmethod
     def relations(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[int, str]]:
-        """``{table: {oid: qualified name}}`` for the tables of ``schema``: a table's own oid, or for a
-        partitioned table those of its partitions (where its rows, and their journal entries, live)."""
+        """``{table: {oid: qualified name}}`` for the tables of ``schema``: every table holding its rows
+        (itself when it is a plain table, its partitions, its inheritance children), which is where
+        their journal entries are recorded and what a full read of the table sees."""
         rows = tuples(
             conn,
-            "SELECT c.relname, p.relid::oid, p.relid::regclass::text "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "CROSS JOIN LATERAL (SELECT c.oid AS relid WHERE c.relkind = 'r' "
-            "  UNION ALL SELECT t.relid FROM pg_partition_tree(c.oid) t "
-            "  JOIN pg_class k ON k.oid = t.relid WHERE c.relkind = 'p' AND k.relkind = 'r') p "
-            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
+            "WITH RECURSIVE tree(root, relid) AS ("
+            "  SELECT c.oid, c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            "  WHERE n.nspname = %s AND c.relkind IN ('r', 'p')"
+            "  UNION SELECT t.root, i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.relid) "
+            "SELECT r.relname, k.oid, k.oid::regclass::text FROM tree t "
+            "JOIN pg_class r ON r.oid = t.root JOIN pg_class k ON k.oid = t.relid WHERE k.relkind = 'r'",
             (schema,),
         )
         out: dict[str, dict[int, str]] = {}

@@ -26,14 +26,17 @@ from __future__ import annotations
 SCHEMA = "_statekit"
 VERSION = 1
 
-# Output settings every image is written and read under: ISO dates, UTC, exact floats, hex bytea.
+# Output settings every image is written and read under: ISO dates, UTC, exact floats, hex bytea,
+# C money. Functions that run as the application (SECURITY DEFINER) also pin their search path;
+# moves run as statekit with the database's own, so the app's CHECK functions resolve as usual.
 STABLE_IO = (
     "SET datestyle = 'ISO, YMD' SET intervalstyle = 'postgres' SET timezone = 'UTC' "
-    "SET extra_float_digits = 3 SET bytea_output = 'hex' SET search_path = pg_catalog, pg_temp"
+    "SET extra_float_digits = 3 SET bytea_output = 'hex' SET lc_monetary = 'C'"
 )
+DEFINER_IO = f"{STABLE_IO} SET search_path = pg_catalog, pg_temp"
 SESSION_IO = (
     "SET datestyle = 'ISO, YMD'; SET intervalstyle = 'postgres'; SET timezone = 'UTC'; "
-    "SET extra_float_digits = 3; SET bytea_output = 'hex'"
+    "SET extra_float_digits = 3; SET bytea_output = 'hex'; SET lc_monetary = 'C'"
 )
 REPLICA = "SET session_replication_role = replica"
 """statekit's own connection to a world runs with triggers and foreign-key checks off for good: a
@@ -74,15 +77,18 @@ CREATE TABLE _statekit.meta (
 );
 
 CREATE FUNCTION _statekit.taint(reason text) RETURNS void
-LANGUAGE sql SECURITY DEFINER {STABLE_IO} AS $$
+LANGUAGE sql SECURITY DEFINER {DEFINER_IO} AS $$
     UPDATE _statekit.meta SET dirty = coalesce(dirty, reason)
 $$;
 
 CREATE FUNCTION _statekit.capture() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER {STABLE_IO} AS $$
+LANGUAGE plpgsql SECURITY DEFINER {DEFINER_IO} AS $$
 DECLARE
     bound bigint := (SELECT m.bound FROM _statekit.meta m);
 BEGIN
+    IF current_setting('statekit.moving', true) = 'on' THEN  -- statekit's own undo: not a change
+        RETURN NULL;
+    END IF;
     IF (SELECT last_value FROM _statekit.journal_seq_seq) >= bound THEN
         PERFORM _statekit.taint(format('journal overflow: more than %s row changes', bound));
         RETURN NULL;
@@ -99,12 +105,15 @@ BEGIN
 END $$;
 
 CREATE FUNCTION _statekit.capture_truncate() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER {STABLE_IO} AS $$
+LANGUAGE plpgsql SECURITY DEFINER {DEFINER_IO} AS $$
 DECLARE
     rows bigint;
     used bigint := (SELECT last_value FROM _statekit.journal_seq_seq);
     bound bigint := (SELECT m.bound FROM _statekit.meta m);
 BEGIN
+    IF current_setting('statekit.moving', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
     EXECUTE format('SELECT count(*) FROM %s', TG_RELID::regclass) INTO rows;
     IF used + rows > bound THEN
         PERFORM _statekit.taint(format('TRUNCATE of %s (%s rows) exceeds the journal bound of %s',
@@ -117,7 +126,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION _statekit.on_ddl() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER {STABLE_IO} AS $$
+LANGUAGE plpgsql SECURITY DEFINER {DEFINER_IO} AS $$
 DECLARE
     c record;
 BEGIN
@@ -130,7 +139,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION _statekit.on_drop() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER {STABLE_IO} AS $$
+LANGUAGE plpgsql SECURITY DEFINER {DEFINER_IO} AS $$
 DECLARE
     o record;
 BEGIN
@@ -149,13 +158,20 @@ LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
     me oid := (SELECT oid FROM pg_database WHERE datname = current_database());
 BEGIN
-    IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application is still connected
-        PERFORM pg_terminate_backend(a.pid, 5000)
-        FROM pg_stat_get_activity(NULL) a WHERE a.datid = me AND a.pid <> pg_backend_pid();
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_prepared_xact() p WHERE p.dbid = me) THEN
-        RAISE EXCEPTION 'statekit-prepared: prepared transactions are open in this world';
-    END IF;
+    FOR pass IN 1..2 LOOP
+        IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application is still connected
+            PERFORM pg_terminate_backend(a.pid, 5000)
+            FROM pg_stat_get_activity(NULL) a WHERE a.datid = me AND a.pid <> pg_backend_pid();
+        END IF;
+        -- checked before the lock, which a prepared transaction's journal entries would block
+        IF EXISTS (SELECT 1 FROM pg_prepared_xact() p WHERE p.dbid = me) THEN
+            RAISE EXCEPTION 'statekit-prepared: prepared transactions are open in this world';
+        END IF;
+        IF pass = 1 THEN  -- a connection made from here on cannot write: its capture waits for us
+            PERFORM set_config('lock_timeout', '10s', true);
+            LOCK TABLE _statekit.journal IN EXCLUSIVE MODE;
+        END IF;
+    END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION _statekit.quiet() FROM PUBLIC;
 
@@ -181,6 +197,7 @@ BEGIN
     IF current_setting('session_replication_role') <> 'replica' THEN  -- statekit's connection keeps it on
         PERFORM set_config('session_replication_role', 'replica', true);
     END IF;
+    PERFORM set_config('statekit.moving', 'on', true);  -- capture (enabled ALWAYS) stands aside
     FOR t IN
         SELECT tb.undo FROM _statekit.tables tb
         WHERE tb.rel IN (SELECT DISTINCT j.rel FROM _statekit.journal j WHERE j.seq <@ fwd OR j.seq <@ back)
@@ -254,10 +271,24 @@ WHERE c.relkind = 'S' AND c.relpersistence <> 't'
 ORDER BY c.oid
 """
 
-ALWAYS_TRIGGERS = """
-SELECT format('%s on %s', t.tgname, t.tgrelid::regclass) FROM pg_trigger t
-JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE t.tgenabled = 'A' AND NOT t.tgisinternal AND n.nspname <> '_statekit'
+UNREWINDABLE = """
+SELECT format('trigger %s on %s is enabled %s: it would fire during a rewind', t.tgname, t.tgrelid::regclass,
+              CASE t.tgenabled WHEN 'A' THEN 'ALWAYS' ELSE 'REPLICA' END)
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE t.tgenabled IN ('A', 'R') AND NOT t.tgisinternal AND t.tgname NOT LIKE 'statekit\\_%'
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', '_statekit')
+UNION ALL
+SELECT format('rule %s on %s is enabled %s: it would fire during a rewind', r.rulename, r.ev_class::regclass,
+              CASE r.ev_enabled WHEN 'A' THEN 'ALWAYS' ELSE 'REPLICA' END)
+FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE r.ev_enabled IN ('A', 'R') AND r.rulename <> '_RETURN'
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', '_statekit')
+UNION ALL
+SELECT format('column %s.%s is a virtual generated column: a trigger cannot see its value',
+              c.oid::regclass, a.attname)
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE a.attgenerated = 'v' AND NOT a.attisdropped AND c.relkind IN ('r', 'p')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', '_statekit') AND n.nspname NOT LIKE 'pg\\_%'
 ORDER BY 1
 """
 
@@ -300,9 +331,13 @@ def undo_function(
             f"FROM (SELECT (x.img::{table}) AS r, x.c FROM ({net}) x WHERE x.c > 0 OFFSET 0) s "
             "CROSS JOIN generate_series(1, s.c);"
         )
+    body = f"{delete}{insert}"
+    tag = "$undo$"
+    while tag in body:
+        tag = f"$undo{len(tag)}$"
     return f"""
 CREATE FUNCTION _statekit.{ident(name)}(fwd int8multirange, back int8multirange) RETURNS integer
-LANGUAGE plpgsql {STABLE_IO} AS $undo$
+LANGUAGE plpgsql {STABLE_IO} AS {tag}
 DECLARE
     removed integer;
     added integer;
@@ -312,17 +347,19 @@ BEGIN
     {insert}
     GET DIAGNOSTICS added = ROW_COUNT;
     RETURN removed + added;
-END $undo$;
+END {tag};
 REVOKE ALL ON FUNCTION _statekit.{ident(name)}(int8multirange, int8multirange) FROM PUBLIC;
 """
 
 
 def row_trigger(table: str) -> str:
     """Capture every row written to ``table`` (on a partitioned table, PostgreSQL clones it into each
-    partition, so images are recorded against the partition that holds the row)."""
+    partition, so images are recorded against the partition that holds the row). Enabled ALWAYS: an
+    application that sets ``session_replication_role = replica`` still has its writes journaled."""
     return (
         f"CREATE TRIGGER statekit_capture AFTER INSERT OR UPDATE OR DELETE ON {table} "
-        "FOR EACH ROW EXECUTE FUNCTION _statekit.capture();"
+        "FOR EACH ROW EXECUTE FUNCTION _statekit.capture(); "
+        f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER statekit_capture;"
     )
 
 
@@ -330,7 +367,8 @@ def truncate_trigger(table: str) -> str:
     """Journal the rows of a truncated table (or taint the journal when they would not fit)."""
     return (
         f"CREATE TRIGGER statekit_truncate BEFORE TRUNCATE ON {table} "
-        "FOR EACH STATEMENT EXECUTE FUNCTION _statekit.capture_truncate();"
+        "FOR EACH STATEMENT EXECUTE FUNCTION _statekit.capture_truncate(); "
+        f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER statekit_truncate;"
     )
 
 

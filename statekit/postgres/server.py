@@ -6,6 +6,7 @@ name is never formatted into SQL as text.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,6 +18,8 @@ from psycopg.rows import tuple_row
 from sqlalchemy.engine import make_url
 
 from statekit.errors import ConfigError, ResetError
+
+log = logging.getLogger(__name__)
 
 
 def to_conninfo(url: str) -> str:
@@ -43,6 +46,14 @@ def tuples(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()
     """Rows as tuples, whatever row factory ``conn`` was made with (digest readers use dicts)."""
     with conn.cursor(row_factory=tuple_row) as cur:
         return cur.execute(query, params).fetchall()
+
+
+def rollback_prepared(conn: psycopg.Connection[Any]) -> None:
+    """Roll back the prepared (two-phase) transactions of ``conn``'s database: they outlive their
+    connection, hold their locks, and ROLLBACK PREPARED runs only inside their own database."""
+    for (gid,) in tuples(conn, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"):
+        log.warning("rolling back prepared transaction %r left in database %r", gid, conn.info.dbname)
+        conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
 
 
 class PostgresServer:
@@ -118,9 +129,14 @@ class PostgresServer:
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
-        """Drop ``name`` if it exists, terminating its connections first."""
+        """Drop ``name`` if it exists, terminating its connections first and rolling back prepared
+        transactions left in it (they outlive connections and would keep it forever)."""
+        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         with self.admin() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            if tuples(conn, "SELECT 1 FROM pg_prepared_xacts WHERE database = %s", (name,)):
+                with psycopg.connect(to_conninfo(self.url(name)), autocommit=True) as inside:
+                    rollback_prepared(inside)
+            conn.execute(drop)
 
     def rename_database(self, old: str, new: str) -> None:
         """Rename ``old`` to ``new`` (used to publish a finished build atomically)."""

@@ -44,6 +44,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from statekit.digest.files import walk
 from statekit.errors import ConfigError, ResetError, RewindError
 from statekit.strategies.base import Builder, ResetStrategy, World
 from statekit.strategies.naming import CopyNamer, check_key
@@ -398,7 +399,7 @@ def _identities(root: Path) -> dict[bytes, Identity]:
     """Every entry under ``root`` with its identity, keyed by relative path (bytes)."""
     base = os.fsencode(root)
     out: dict[bytes, Identity] = {}
-    for current, dirs, files in os.walk(base):
+    for current, dirs, files in walk(base):
         for name in (*dirs, *files):
             path = os.path.join(current, name)
             st = os.lstat(path)
@@ -456,7 +457,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
     """mount(2) directly: a reset should not pay for starting mount(8)."""
-    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    # pinned, whatever the kernel's defaults: a renamed directory or a metadata-only copy-up would
+    # leave content in the lower layer that the upper one (what the digest reads) does not show
+    options = f"lowerdir={lower},upperdir={upper},workdir={work},redirect_dir=off,metacopy=off"
     if _libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, options.encode()) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mounting overlayfs at {target} failed: {os.strerror(err)}")

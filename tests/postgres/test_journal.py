@@ -359,3 +359,119 @@ def test_an_incremental_digest_counts_a_transaction_that_commits_after_it(
         assert after == postgres_digest(url, SPEC) and after != middle
     finally:
         strategy.discard(world)
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        (
+            "CREATE FUNCTION bump() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$; "
+            "CREATE TRIGGER audit BEFORE UPDATE ON people FOR EACH ROW EXECUTE FUNCTION bump(); "
+            "ALTER TABLE people ENABLE ALWAYS TRIGGER audit",
+            "trigger audit on people is enabled ALWAYS",
+        ),
+        (
+            "CREATE FUNCTION bump() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$; "
+            "CREATE TRIGGER mirror BEFORE UPDATE ON pets FOR EACH ROW EXECUTE FUNCTION bump(); "
+            "ALTER TABLE pets ENABLE REPLICA TRIGGER mirror",
+            "trigger mirror on pets is enabled REPLICA",
+        ),
+        (
+            "CREATE RULE no_delete AS ON DELETE TO tally DO INSTEAD NOTHING; "
+            "ALTER TABLE tally ENABLE ALWAYS RULE no_delete",
+            "rule no_delete on tally is enabled ALWAYS",
+        ),
+    ],
+)
+def test_what_would_fire_during_a_rewind_refuses_the_journal_at_install(
+    pg_cluster: PostgresServer, statement: str, reason: str
+) -> None:
+    """A trigger or rule the rewind's replica role cannot silence would rewrite the undo: refused."""
+
+    def fill(world: World) -> None:
+        _fill(world)
+        _sql(to_conninfo(world.location), statement)
+
+    name = reason.split()[1].replace("_", "")
+    with PostgresTemplate(pg_cluster, prefix="skjrf", journal_bound=5_000) as made:
+        made.capture(f"fires{name}", fill)
+        world = made.restore(f"fires{name}")
+        try:
+            with pytest.raises(RewindError) as refused:
+                made.rewind(world)
+            assert reason in refused.value.reason
+        finally:
+            made.discard(world)
+
+
+def test_an_app_in_the_replica_role_is_still_journaled(
+    strategy: PostgresTemplate, golden_state: dict[str, Any]
+) -> None:
+    """Capture is enabled ALWAYS: an app that silences its own triggers cannot hide a write."""
+    world = strategy.restore("golden")
+    try:
+        _sql(
+            _conninfo(world),
+            "SET session_replication_role = replica",
+            "UPDATE people SET name = 'hidden' WHERE id = 5",
+            "DELETE FROM pets WHERE id = 7",
+        )
+        strategy.rewind(world)
+        assert first_difference(logical_state(_conninfo(world)), golden_state) is None
+    finally:
+        strategy.discard(world)
+
+
+def test_a_mark_refuses_open_prepared_transactions_and_keeps_them(strategy: PostgresTemplate) -> None:
+    """A prepared transaction is part of the world being marked: the mark is refused (the caller copies
+    the world instead) and the transaction is left as it was."""
+    world = strategy.restore("golden")
+    url = _conninfo(world)
+    try:
+        two_phase = psycopg.connect(url)
+        two_phase.execute("INSERT INTO tally VALUES ('2pc', 1)")
+        two_phase.execute("PREPARE TRANSACTION 'kept'")
+        two_phase.close()
+        with pytest.raises(RewindError, match="prepared transactions"):
+            strategy.mark(world)
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall() == [("kept",)]
+    finally:
+        strategy.discard(world)
+
+
+def test_an_incremental_digest_sees_rows_of_inheritance_children(pg_cluster: PostgresServer) -> None:
+    """A full read of a parent table includes its children's rows; so does the incremental digest."""
+    spec = DigestSpec.from_dict(
+        {
+            "format": 1,
+            "tables": {"animal": {"key": ["id"], "include": ["id", "name"]}},
+            "ignored_tables": {"dog": "digested through animal"},
+        }
+    )
+
+    def fill(world: World) -> None:
+        _sql(
+            to_conninfo(world.location),
+            "CREATE TABLE animal (id int PRIMARY KEY, name text)",
+            "CREATE TABLE dog (barks bool) INHERITS (animal)",
+            "INSERT INTO animal VALUES (1, 'cat')",
+            "INSERT INTO dog VALUES (2, 'rex', true)",
+        )
+
+    with PostgresTemplate(pg_cluster, prefix="skjri", journal_bound=5_000) as made:
+        made.capture("inherits", fill)
+        world = made.restore("inherits")
+        journal = world.handle
+        assert isinstance(journal, Journal)
+        try:
+            before = postgres_digest(journal, spec)
+            _sql(
+                journal.conninfo,
+                "UPDATE dog SET name = 'fido' WHERE id = 2",
+                "INSERT INTO dog VALUES (3, 'b', false)",
+            )
+            after = postgres_digest(journal, spec, since=before)
+            assert after == postgres_digest(journal.conninfo, spec) and after != before
+        finally:
+            made.discard(world)
