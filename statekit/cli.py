@@ -25,7 +25,14 @@ from statekit.digest.diff import StateDiff, diff_dumps
 from statekit.digest.dump import StateDump
 from statekit.divergence import drift, first_divergence
 from statekit.errors import StatekitError
-from statekit.testing import check_controls, check_env, first_difference, reference_script, rollout
+from statekit.testing import (
+    check_controls,
+    check_env,
+    controls_to_check,
+    first_difference,
+    reference_script,
+    rollout,
+)
 
 console = Console()
 
@@ -219,16 +226,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     with _env(args) as env:
         report = check_env(env, seeds=seeds, repeats=args.repeats, task_repeats=args.task_repeats)
-    if report.coverage and not args.skip_controls:
+        probed, unprobed = controls_to_check(env)
+    run_controls = report.coverage and not args.skip_controls
+    report.controls_not_checked = unprobed if run_controls else [*probed, *unprobed]
+    if run_controls:
         probe = statekit.resolve_adapter(args.adapter)
         try:
             with ExitStack() as stack:
                 live: dict[str, Any] = {}
-                if "outbound" in probe.controls:
+                needs_live = {control.name for control in probe.controls if control.needs_live_services}
+                if needs_live & set(probed):
                     live = stack.enter_context(probe.live_services())
 
                 def make_env(disabled: tuple[str, ...]) -> statekit.Environment:
-                    options = live if "outbound" in disabled else {}
+                    options = live if needs_live & set(disabled) else {}
                     return _env(args, disable_controls=disabled, **options)
 
                 for name, problem in check_controls(make_env, seed=seeds[0]).items():
@@ -245,6 +256,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
         for name, ok in verdicts.items():
             console.print(f"{name:<24} {'[green]ok[/]' if ok else '[red]FAIL[/]'}")
+        if report.controls_not_checked:
+            unchecked = ", ".join(report.controls_not_checked)
+            console.print(f"{'controls not checked':<24} {unchecked} (no probe task)")
         for problem in report.problems:
             console.print(f"  [red]-[/] {problem}")
     return 0 if report.ok else 1
