@@ -143,7 +143,7 @@ def rebuilds(adapter: statekit.Adapter, n: int, db_url: str | None) -> list[floa
 def world_size_mb(make: Callable[[], statekit.Environment]) -> float:
     with make() as env:
         env.reset(seed=SEEDS[0])
-        journal = env.world.handle["db"].handle if isinstance(env.world.handle, dict) else env.world.handle
+        journal = env.world.handle["db"].handle
         assert isinstance(journal, Journal)
         row = journal.connection().execute("SELECT pg_database_size(current_database())").fetchone()
         return int(row[0]) / 1e6 if row else 0.0

@@ -12,18 +12,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import JSON, Task, Tool
-from statekit.digest.compute import Digest
-from statekit.digest.postgres import postgres_digest
-from statekit.digest.spec import DigestSpec
-from statekit.errors import ConfigError
-from statekit.postgres import ServerLease
-from statekit.postgres.journal import Journal
-from statekit.postgres.server import to_conninfo
-from statekit.strategies.base import ResetStrategy, World
-from statekit.strategies.pg_template import PostgresTemplate
-from statekit.strategies.rewinding import Rewinding
+from statekit.kit import JSON, DigestSpec, Episode, Outcome, SqlAdapter, Task, Tool, World
 
 TABLES = 100
 ROWS = 20
@@ -102,25 +91,18 @@ class WideEpisode(Episode):
             self.conn = None
 
 
-class WideWorld(Adapter):
+class WideWorld(SqlAdapter):
     """``statekit.make(WideWorld)``; ``strategy="template"`` clones instead of rewinding."""
 
     name = "wide_world"
-    strategies = ("rewind", "template")
+    spec = SPEC
     deterministic_start = True
 
     def fingerprint(self) -> dict[str, str]:
         return {"app": "wide-world", "builder": "1", "tables": str(TABLES), "rows": str(ROWS)}
 
-    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name not in self.strategies:
-            raise ConfigError(f"wide_world offers {list(self.strategies)}, not {name!r}")
-        lease = ServerLease(options.get("db_url"))
-        database = PostgresTemplate(lease.server, prefix="skwide", on_close=lease.close)
-        return Rewinding(database) if name == "rewind" else database
-
     def build_world(self, world: World, seed: int) -> None:
-        with psycopg.connect(to_conninfo(world.location), autocommit=True) as conn:
+        with psycopg.connect(self.conninfo(world), autocommit=True) as conn:
             for i in range(TABLES):
                 table = sql.Identifier(table_name(i))
                 conn.execute(
@@ -140,11 +122,7 @@ class WideWorld(Adapter):
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
         task = task or Task(id=f"wide-{seed}", kind="bump", prompt="Change a few rows.", max_steps=50)
-        return WideEpisode(to_conninfo(world.location), task)
-
-    def digest(self, world: World, since: Digest | None = None) -> Digest:
-        target = world.handle if isinstance(world.handle, Journal) else to_conninfo(world.location)
-        return postgres_digest(target, SPEC, since=since)
+        return WideEpisode(self.conninfo(world), task)
 
     def task_kinds(self) -> list[str]:
         return ["bump"]

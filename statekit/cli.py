@@ -26,6 +26,7 @@ from statekit.digest.dump import StateDump
 from statekit.divergence import drift, first_divergence
 from statekit.errors import StatekitError
 from statekit.testing import (
+    NOT_CHECKED,
     check_controls,
     check_env,
     controls_to_check,
@@ -227,9 +228,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     with _env(args) as env:
         report = check_env(env, seeds=seeds, repeats=args.repeats, task_repeats=args.task_repeats)
         probed, unprobed = controls_to_check(env)
-    run_controls = report.coverage and not args.skip_controls
-    report.controls_not_checked = unprobed if run_controls else [*probed, *unprobed]
-    if run_controls:
+    if not report.coverage or args.skip_controls:
+        why = "--skip-controls" if args.skip_controls else "coverage failed"
+        for name in [*probed, *unprobed]:
+            report.controls[name] = None
+            report.problems.append(f"controls.{name}: {NOT_CHECKED}{why}")
+    else:
         probe = statekit.resolve_adapter(args.adapter)
         try:
             with ExitStack() as stack:
@@ -243,7 +247,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     return _env(args, disable_controls=disabled, **options)
 
                 for name, problem in check_controls(make_env, seed=seeds[0]).items():
-                    report.controls[name] = problem is None
+                    report.controls[name] = None if str(problem).startswith(NOT_CHECKED) else problem is None
                     if problem:
                         report.problems.append(f"controls.{name}: {problem}")
         finally:
@@ -254,11 +258,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         names = ["deterministic", "seeds_differ", "reset_restores_initial", "coverage", "tasks_valid"]
         verdicts = {name: getattr(report, name) for name in names}
         verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
+        verdicts["rewind_order"] = report.rewind_order
         for name, ok in verdicts.items():
-            console.print(f"{name:<24} {'[green]ok[/]' if ok else '[red]FAIL[/]'}")
-        if report.controls_not_checked:
-            unchecked = ", ".join(report.controls_not_checked)
-            console.print(f"{'controls not checked':<24} {unchecked} (no probe task)")
+            shown = "[yellow]not checked[/]" if ok is None else "[green]ok[/]" if ok else "[red]FAIL[/]"
+            console.print(f"{name:<24} {shown}")
         for problem in report.problems:
             console.print(f"  [red]-[/] {problem}")
     return 0 if report.ok else 1
@@ -372,6 +375,53 @@ def cmd_assay(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_spec_init(args: argparse.Namespace) -> int:
+    """Draft a digest spec from a live schema: an adapter's world (a SqlAdapter) or a database URL."""
+    from statekit.digest.draft import draft_spec
+    from statekit.digest.postgres import connect
+    from statekit.postgres.server import to_conninfo
+    from statekit.sql_adapter import SqlAdapter
+
+    with ExitStack() as stack:
+        if args.adapter:
+            env = stack.enter_context(_env(args))
+            if not isinstance(env.adapter, SqlAdapter):
+                raise statekit.ConfigError(
+                    f"adapter {args.adapter!r} is not a SqlAdapter: point spec init at its database with "
+                    "--url postgresql://... instead"
+                )
+            conninfo = env.adapter.conninfo(stack.enter_context(env.open_world(args.seed)))
+        elif args.url:
+            conninfo = to_conninfo(args.url)
+        else:
+            raise statekit.ConfigError(
+                "spec init needs an ADAPTER or --url (a database to read the schema of)"
+            )
+        with connect(conninfo) as conn:
+            draft = draft_spec(conn, args.schema)
+    text = draft.toml()
+    if args.out:
+        Path(args.out).write_text(text)
+        console.print(
+            f"wrote {args.out}: {len(draft.tables)} tables, {len(draft.ignored_tables)} ignored; "
+            f"{draft.decisions()} decision(s) marked DECIDE: for you to review"
+        )
+    else:
+        print(text)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop the embedded PostgreSQL now (it otherwise lingers ``$STATEKIT_PG_LINGER`` seconds)."""
+    from statekit.postgres.embedded import SharedCluster
+
+    if SharedCluster().stop(force=args.force):
+        console.print("stopped the embedded PostgreSQL")
+        return 0
+    console.print("[yellow]a statekit process still uses the embedded PostgreSQL[/]: not stopped (--force)")
+    return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="statekit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -466,6 +516,22 @@ def build_parser() -> argparse.ArgumentParser:
     assay.add_argument("--policy", default=None, help="TOML policy (default: statekit's, see docs)")
     assay.add_argument("--json", action="store_true")
     assay.set_defaults(func=cmd_assay)
+
+    spec = sub.add_parser("spec", help="digest specs: draft one from a live schema")
+    spec_sub = spec.add_subparsers(dest="spec_command", required=True)
+    init = spec_sub.add_parser("init", help="a draft spec with every table and column, noise marked DECIDE:")
+    init.add_argument("adapter", nargs="?", default=None, help="a SqlAdapter (its seed's world is read)")
+    init.add_argument("--url", default=None, help="or a PostgreSQL database URL to read the schema of")
+    init.add_argument("--seed", type=int, default=0)
+    init.add_argument("--schema", default="public")
+    init.add_argument("--out", default=None, help="write the draft here (default: print it)")
+    init.add_argument("--strategy", default=None)
+    init.add_argument("--db-url", default=None, help="PostgreSQL admin URL for the adapter's worlds")
+    init.set_defaults(func=cmd_spec_init)
+
+    stop = sub.add_parser("stop", help="stop the embedded PostgreSQL now instead of letting it linger")
+    stop.add_argument("--force", action="store_true", help="even while a statekit process uses it")
+    stop.set_defaults(func=cmd_stop)
     return parser
 
 

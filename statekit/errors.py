@@ -34,10 +34,15 @@ class CoverageError(SpecError):
 
     def __init__(self, missing: list[str]) -> None:
         self.missing = sorted(missing)
-        names = ", ".join(self.missing)
+        by_table: dict[str, list[str]] = {}
+        for name in self.missing:
+            table, _, column = name.partition(".")
+            by_table.setdefault(table, []).append(column)
+        lines = "".join(f"\n  {table}: {', '.join(columns)}" for table, columns in sorted(by_table.items()))
         super().__init__(
-            f"digest spec does not cover {len(self.missing)} column(s): {names}. "
-            "Add each to the table's `include` list, or to `exclude` with a reason."
+            f"digest spec does not cover {len(self.missing)} column(s) in {len(by_table)} table(s):{lines}\n"
+            "Add each to the table's `include` list, or to `exclude` with a reason "
+            "(`statekit spec init` drafts a spec with every table and column)."
         )
 
 

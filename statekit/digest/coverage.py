@@ -10,11 +10,13 @@ import psycopg
 
 from statekit.digest.spec import DigestSpec
 from statekit.errors import CoverageError, SpecError
+from statekit.postgres.server import tuples
 
 
 def live_columns(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[str, str]]:
     """``{table: {column: data_type}}`` for the base tables of ``schema``."""
-    rows = conn.execute(
+    rows = tuples(
+        conn,
         """
         SELECT c.table_name, c.column_name, c.data_type
         FROM information_schema.columns c
@@ -24,12 +26,9 @@ def live_columns(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[s
         ORDER BY c.table_name, c.ordinal_position
         """,
         (schema,),
-    ).fetchall()
+    )
     out: dict[str, dict[str, str]] = {}
-    for row in rows:
-        table, column, dtype = (
-            (row["table_name"], row["column_name"], row["data_type"]) if isinstance(row, dict) else row
-        )
+    for table, column, dtype in rows:
         out.setdefault(str(table), {})[str(column)] = str(dtype)
     return out
 
@@ -37,7 +36,8 @@ def live_columns(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[s
 def live_sequences(conn: psycopg.Connection[Any], schema: str) -> dict[str, str | None]:
     """``{sequence: owning table or None}`` for the sequences of ``schema`` (serial and identity
     sequences are owned by their table; a free-standing one by none)."""
-    rows = conn.execute(
+    rows = tuples(
+        conn,
         """
         SELECT s.relname AS sequence,
                (SELECT t.relname FROM pg_depend d JOIN pg_class t ON t.oid = d.refobjid
@@ -48,10 +48,9 @@ def live_sequences(conn: psycopg.Connection[Any], schema: str) -> dict[str, str 
         ORDER BY 1
         """,
         (schema,),
-    ).fetchall()
+    )
     out: dict[str, str | None] = {}
-    for row in rows:
-        name, owner = row.values() if isinstance(row, dict) else row
+    for name, owner in rows:
         out[str(name)] = str(owner) if owner else None
     return out
 
@@ -68,7 +67,8 @@ def digested_sequences(sequences: dict[str, str | None], spec: DigestSpec) -> li
 def unproven_keys(conn: psycopg.Connection[Any], spec: DigestSpec) -> list[str]:
     """Ordered tables whose ``key`` no unique index (primary key, or unique over NOT NULL columns,
     not partial) of the live schema proves unique: rows could tie, and diffs match rows by key."""
-    rows = conn.execute(
+    rows = tuples(
+        conn,
         """
         SELECT c.relname, array_agg(a.attname ORDER BY a.attname) AS cols,
                bool_and(a.attnotnull) OR bool_or(i.indisprimary) OR bool_or(i.indnullsnotdistinct) AS not_null
@@ -80,10 +80,9 @@ def unproven_keys(conn: psycopg.Connection[Any], spec: DigestSpec) -> list[str]:
         GROUP BY c.relname, i.indexrelid
         """,
         (spec.schema,),
-    ).fetchall()
+    )
     unique: dict[str, list[set[str]]] = {}
-    for row in rows:
-        table, cols, not_null = row.values() if isinstance(row, dict) else row
+    for table, cols, not_null in rows:
         if not_null:
             unique.setdefault(str(table), []).append({str(c) for c in cols})
     problems = []
@@ -135,16 +134,14 @@ def reads_database_clock(default: str) -> bool:
 
 def database_clock_columns(conn: psycopg.Connection[Any], spec: DigestSpec) -> list[str]:
     """Included columns whose default reads the database's own clock, which no Python patch reaches."""
-    rows = conn.execute(
+    rows = tuples(
+        conn,
         "SELECT table_name, column_name, column_default FROM information_schema.columns "
         "WHERE table_schema = %s AND column_default IS NOT NULL",
         (spec.schema,),
-    ).fetchall()
+    )
     leaks = []
-    for row in rows:
-        table, column, default = (
-            (row["table_name"], row["column_name"], row["column_default"]) if isinstance(row, dict) else row
-        )
+    for table, column, default in rows:
         tspec = spec.tables.get(str(table))
         hashed_or_ordering = tspec is not None and (column in tspec.include or column in tspec.key)
         if hashed_or_ordering and reads_database_clock(str(default)):

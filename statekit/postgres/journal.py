@@ -32,6 +32,7 @@ from psycopg.types.json import set_json_loads
 
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
+from statekit.postgres.server import tuples
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,9 @@ class Journal:
         if self._conn is None or self._conn.closed:
             conn = psycopg.connect(self.conninfo, autocommit=True, application_name="statekit")
             set_json_loads(lambda text: json.loads(text, parse_float=Decimal), conn)
-            conn.execute(q.SESSION_IO)
-            conn.execute(q.REPLICA)
+            conn.execute(f"{q.SESSION_IO}; {q.REPLICA}")
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # for reads: their BEGIN says so
+            conn.read_only = True  # (moves and marks run outside transactions, in autocommit)
             self._conn = conn
         return self._conn
 
@@ -229,13 +231,12 @@ class Journal:
     def cut(self, conn: psycopg.Connection[Any] | None = None) -> Cut:
         """The current cut, read on ``conn`` (inside the caller's transaction) or the own connection."""
         conn = conn or self.connection()
-        row = conn.execute(
+        (row,) = tuples(
+            conn,
             "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END, pg_current_snapshot()::text "
-            "FROM _statekit.journal_seq_seq"
-        ).fetchone()
-        assert row is not None
-        values = list(row.values()) if isinstance(row, dict) else list(row)
-        return Cut(self.generation, self._path_to(int(values[0])), str(values[1]))
+            "FROM _statekit.journal_seq_seq",
+        )
+        return Cut(self.generation, self._path_to(int(row[0])), str(row[1]))
 
     @contextmanager
     def connected(self) -> Iterator[psycopg.Connection[Any]]:
@@ -248,8 +249,7 @@ class Journal:
         """A consistent read of the world (REPEATABLE READ, read only) with the cut it sees."""
         with self._lock:
             conn = self.connection()
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            with conn.transaction():  # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
                 yield conn, self.cut(conn)
 
     # -- marks and moves ------------------------------------------------------------------------
@@ -338,7 +338,8 @@ class Journal:
     def relations(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[int, str]]:
         """``{table: {oid: qualified name}}`` for the tables of ``schema``: a table's own oid, or for a
         partitioned table those of its partitions (where its rows, and their journal entries, live)."""
-        rows = conn.execute(
+        rows = tuples(
+            conn,
             "SELECT c.relname, p.relid::oid, p.relid::regclass::text "
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "CROSS JOIN LATERAL (SELECT c.oid AS relid WHERE c.relkind = 'r' "
@@ -346,23 +347,23 @@ class Journal:
             "  JOIN pg_class k ON k.oid = t.relid WHERE c.relkind = 'p' AND k.relkind = 'r') p "
             "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
             (schema,),
-        ).fetchall()
+        )
         out: dict[str, dict[int, str]] = {}
-        for row in rows:
-            name, oid, qualified = row.values() if isinstance(row, dict) else row
+        for name, oid, qualified in rows:
             out.setdefault(str(name), {})[int(oid)] = str(qualified)
         return out
 
     @staticmethod
     def touched(conn: psycopg.Connection[Any], d: Delta) -> set[int]:
         """Relations with an entry in ``d``."""
-        rows = conn.execute(
+        rows = tuples(
+            conn,
             "SELECT DISTINCT rel FROM _statekit.journal WHERE seq <@ %s::int8multirange "
             "OR seq <@ %s::int8multirange OR (seq <@ %s::int8multirange "
             "AND NOT pg_visible_in_snapshot(xid, %s::pg_snapshot))",
             (multirange(d.fwd), multirange(d.back), multirange(d.late), d.old_snapshot or "1:1:"),
-        ).fetchall()
-        return {int(r["rel"] if isinstance(r, dict) else r[0]) for r in rows}
+        )
+        return {int(r[0]) for r in rows}
 
     @staticmethod
     def changed_rows(

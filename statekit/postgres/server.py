@@ -7,11 +7,13 @@ name is never formatted into SQL as text.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 from sqlalchemy.engine import make_url
 
 from statekit.errors import ConfigError, ResetError
@@ -35,6 +37,12 @@ def to_conninfo(url: str) -> str:
     for key, value in parsed.query.items():
         params[key] = value if isinstance(value, str) else value[0]
     return psycopg.conninfo.make_conninfo(**params)
+
+
+def tuples(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows as tuples, whatever row factory ``conn`` was made with (digest readers use dicts)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return cur.execute(query, params).fetchall()
 
 
 class PostgresServer:

@@ -88,6 +88,11 @@ def first_difference(a: Rollout, b: Rollout) -> str | None:
     return None
 
 
+NOT_CHECKED = "not checked: "
+"""The prefix of a check's answer when it could not judge (nothing to judge with), as opposed to a
+failure: reported as null, never as passed."""
+
+
 @dataclass
 class CheckReport:
     deterministic: bool = True
@@ -98,17 +103,16 @@ class CheckReport:
     incremental_digest: bool = True
     rewind_order: bool | None = None
     """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
-    controls: dict[str, bool] = field(default_factory=dict)
-    controls_not_checked: list[str] = field(default_factory=list)
-    """Controls no probe task exercises for this adapter: not proved here (their own tests prove them)."""
+    controls: dict[str, bool | None] = field(default_factory=dict)
+    """Per control: proved (true), broken (false), or not checked (null: no probe task exercises it for
+    this adapter, or removing it changed nothing; ``problems`` says which)."""
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
-        return all(
-            [*checks, self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
-        ) and all(self.controls.values())
+        judged = [self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
+        return all([*checks, *judged]) and all(ok is not False for ok in self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -289,9 +293,9 @@ def check_controls(
     it off, they differ (or state moves).
 
     The controls proved are those ``probe_tasks`` names (an adapter that names none: ``clock`` and
-    ``ids`` on its default task). The others are not checked here: ``controls_to_check`` says which.
-    ``make_env(disabled)`` returns a context-managed environment with those controls off.
-    Returns ``{control: problem or None}``.
+    ``ids`` on its default task); every other one is answered ``NOT_CHECKED`` (its own tests prove it),
+    and so is one whose removal changed nothing. ``make_env(disabled)`` returns a context-managed
+    environment with those controls off. Returns ``{control: problem or None}``, every control named.
     """
 
     def twice(env: Environment, control: str) -> tuple[str | None, bool, list[str]]:
@@ -305,8 +309,13 @@ def check_controls(
 
     results: dict[str, str | None] = {}
     with make_env(()) as env:
-        names, _ = controls_to_check(env)
+        names, unprobed = controls_to_check(env)
         on = {name: twice(env, name) for name in names}
+    for name in unprobed:
+        results[name] = (
+            f"{NOT_CHECKED}no probe task exercises {name!r} for this adapter (Adapter.probe_tasks names "
+            f"{sorted(names)}); name a task kind whose reference script depends on it to check it here"
+        )
     for name in names:
         diff, moved, noted = on[name]
         if noted:
@@ -319,8 +328,8 @@ def check_controls(
             diff_off, moved_off, _ = twice(env_off, name)
         if diff_off is None and not moved_off:
             results[name] = (
-                f"with only {name!r} off, replays still match: the control does no work here, or the "
-                "probe task does not exercise it"
+                f"{NOT_CHECKED}with only {name!r} off, replays still match: the control does no work for "
+                "this environment, or its probe task (Adapter.probe_tasks) does not exercise it"
             )
         else:
             results[name] = None
@@ -378,6 +387,7 @@ def check_env(
 
 
 __all__ = [
+    "NOT_CHECKED",
     "CheckReport",
     "Rollout",
     "check_controls",

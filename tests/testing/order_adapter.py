@@ -10,17 +10,7 @@ from typing import Any
 
 import psycopg
 
-from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import JSON, Task, Tool
-from statekit.digest.compute import Digest
-from statekit.digest.postgres import postgres_digest
-from statekit.digest.spec import DigestSpec
-from statekit.postgres import ServerLease
-from statekit.postgres.journal import Journal
-from statekit.postgres.server import to_conninfo
-from statekit.strategies.base import ResetStrategy, World
-from statekit.strategies.pg_template import PostgresTemplate
-from statekit.strategies.rewinding import Rewinding
+from statekit.kit import JSON, DigestSpec, Episode, Outcome, SqlAdapter, Task, Tool, World
 
 SPEC = DigestSpec.from_dict(
     {
@@ -69,23 +59,20 @@ class ItemsEpisode(Episode):
         return 1.0 if row and row[0] == 1 else 0.0
 
 
-class UnsortedItems(Adapter):
+class UnsortedItems(SqlAdapter):
+    """Written against the adapter kit: the builder, the episode and the task; the kit derives the
+    rest (rewind/template strategies, digest, dump, coverage) from the spec."""
+
     name = "unsorted_items"
     strategies = ("rewind",)
+    spec = SPEC
     order = ""
-
-    def __init__(self, db_url: str | None = None) -> None:
-        self.db_url = db_url
 
     def fingerprint(self) -> dict[str, str]:
         return {"app": self.name, "builder": "1"}
 
-    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        lease = ServerLease(options.get("db_url") or self.db_url)
-        return Rewinding(PostgresTemplate(lease.server, prefix="skord", on_close=lease.close))
-
     def build_world(self, world: World, seed: int) -> None:
-        with psycopg.connect(to_conninfo(world.location), autocommit=True) as conn:
+        with psycopg.connect(self.conninfo(world), autocommit=True) as conn:
             conn.execute("CREATE TABLE items (id serial PRIMARY KEY, name text UNIQUE, qty int NOT NULL)")
             conn.execute(
                 "INSERT INTO items (name, qty) SELECT 'item-' || i, %s FROM generate_series(1, 20) i",
@@ -98,12 +85,7 @@ class UnsortedItems(Adapter):
         task = task or Task(
             id=f"items-{seed}", kind="bump", prompt="Bump item-1 once, then submit.", max_steps=40
         )
-        assert isinstance(world.handle, Journal)
-        return ItemsEpisode(world.handle.conninfo, task, self.order)
-
-    def digest(self, world: World, since: Digest | None = None) -> Digest:
-        assert isinstance(world.handle, Journal)
-        return postgres_digest(world.handle, SPEC, since=since)
+        return ItemsEpisode(self.conninfo(world), task, self.order)
 
     def task_kinds(self) -> list[str]:
         return ["bump"]
