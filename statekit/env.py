@@ -16,7 +16,7 @@ from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
 from statekit.determinism.egress import EgressScope
-from statekit.determinism.ids import true_random_bytes
+from statekit.determinism.ids import HeldGenerators, true_random_bytes
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
@@ -94,6 +94,7 @@ class Environment:
         adapter.disabled_controls = self.disabled_controls
         guarded = "egress" not in self.disabled_controls
         self._egress = EgressScope(adapter.allowed_endpoints(), enabled=guarded)
+        self._held = HeldGenerators()  # the applications' own random generators, re-seeded per episode
         self._fingerprint = adapter.fingerprint()
         self._episode: Episode | None = None
         self._world: World | None = None
@@ -146,7 +147,11 @@ class Environment:
         self._end_episode()
         key = self._ensure_golden(seed)
         controls = Controls(
-            seed, start_offset=EPISODE_START, disabled=self.disabled_controls, egress=self._egress
+            seed,
+            start_offset=EPISODE_START,
+            disabled=self.disabled_controls,
+            egress=self._egress,
+            held=self._held,
         )
         return self._begin(key, seed, options, task=None, controls=controls)
 
@@ -262,7 +267,7 @@ class Environment:
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
-        controls = Controls(snap.seed, disabled=self.disabled_controls, egress=self._egress)
+        controls = Controls(snap.seed, disabled=self.disabled_controls, egress=self._egress, held=self._held)
         controls.load(snap.controls)
         if snap.mark is None:
             self._end_episode()
@@ -340,12 +345,18 @@ class Environment:
         self.strategy.capture(key, build)
         return key
 
-    def _app(self, world: World) -> Any:
-        """The application attached to ``world``: kept warm while the world may come back."""
+    def _app(self, world: World, seed: int) -> Any:
+        """The application attached to ``world``: kept warm while the world may come back. Attached
+        under the seed's controls, so what it makes then (its generators, ids, timestamps) is seeded."""
         if world.id in self._apps:
             self._apps.move_to_end(world.id)
             return self._apps[world.id]
-        app = self.adapter.attach(world)
+        controls = Controls(
+            seed, purpose="attach", disabled=self.disabled_controls, egress=self._egress, held=self._held
+        )
+        controls.bind(world)
+        with controls.active():
+            app = self.adapter.attach(world)
         self._apps[world.id] = app
         while len(self._apps) > WARM_APPS:
             _, old = self._apps.popitem(last=False)
@@ -371,7 +382,7 @@ class Environment:
         known = self._starts.get(start_key) if task is None and self.adapter.deterministic_start else None
         episode: Episode | None = None
         try:
-            app = self._app(world)
+            app = self._app(world, seed)
             controls.bind(world)
             with controls.active(all_on=True):
                 episode = self.adapter.start_episode(

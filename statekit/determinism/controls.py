@@ -28,7 +28,7 @@ from statekit.determinism.clock import VirtualClock, epoch_for
 from statekit.determinism.dbclock import DatabaseClock
 from statekit.determinism.egress import EgressControl, EgressScope
 from statekit.determinism.host import HostIdentity
-from statekit.determinism.ids import SeededIds
+from statekit.determinism.ids import HeldGenerators, SeededIds
 from statekit.errors import ConfigError, StatekitError
 
 if TYPE_CHECKING:
@@ -68,7 +68,8 @@ class Controls:
 
     ``disabled`` switches individual controls off. That exists to *prove* each control: a rollout
     without it must differ (``statekit.testing.check_controls``); never disable one in training.
-    ``egress`` is the environment's part of the egress guard (None: not guarded).
+    ``egress`` is the environment's part of the egress guard (None: not guarded); ``held``, the
+    random generators its applications keep (re-seeded at each episode's start).
     """
 
     def __init__(
@@ -79,12 +80,13 @@ class Controls:
         start_offset: timedelta = timedelta(0),
         disabled: frozenset[str] = frozenset(),
         egress: EgressScope | None = None,
+        held: HeldGenerators | None = None,
     ) -> None:
         self.seed = seed
         self.purpose = purpose
         self.disabled = frozenset(disabled)
         self.clock = VirtualClock(epoch_for(seed) + start_offset)
-        self.ids = SeededIds(seed, purpose)
+        self.ids = SeededIds(seed, purpose, held=held if "ids" not in self.disabled else None)
         self.egress = EgressControl(egress)
         self.db_clock = DatabaseClock(self.clock)
         self._members: dict[str, Control] = {}
@@ -98,9 +100,10 @@ class Controls:
 
     def bind(self, world: World) -> None:
         """The world these controls run the application on: its database is an allowed destination,
-        and its journal is watched for the database's own clock."""
+        and its journal is watched for the database's own clock (unless the virtual clock is off)."""
         self.egress.bind(world)
-        self.db_clock.bind(world)
+        if "clock" not in self.disabled:  # Python's clock is real then: the database's is no different
+            self.db_clock.bind(world)
 
     def adopt(self, controls: Sequence[Control], declared: Iterable[str]) -> None:
         """Add an episode's own controls (after statekit's); each must be one its adapter declared."""
@@ -123,20 +126,23 @@ class Controls:
     @contextmanager
     def active(self, *, all_on: bool = False) -> Iterator[None]:
         """Apply the controls; ``all_on`` ignores ``disabled`` (episode set-up is never the subject).
-        A build that a control saw go wrong (it tried to reach the network) fails here."""
+        A build or an attach that a control saw go wrong (it tried to reach the network) fails here."""
         with _ACTIVE, ExitStack() as stack:
             _CURRENT.append(self)
             stack.callback(_CURRENT.pop)
             for control in self._on(all_on):
                 stack.enter_context(control.active())
             yield
-        if self.purpose == "build":
+        if self.purpose != "episode":
             found = self.violations()
             if found:
+                doing = (
+                    "building the world" if self.purpose == "build" else f"{self.purpose}ing the application"
+                )
                 raise ConfigError(
-                    f"building the world for seed {self.seed}: "
+                    f"{doing} for seed {self.seed}: "
                     + " | ".join(v.message for v in found)
-                    + " (a world build must not depend on anything outside its world)"
+                    + " (a world, and the application on it, must not depend on anything outside it)"
                 )
 
     def violations(self) -> list[Violation]:

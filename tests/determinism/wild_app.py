@@ -4,7 +4,8 @@ The app binds its id sources at import (``from uuid import uuid4``, a dataclass 
 ``uuid.uuid4``), draws tokens from ``secrets`` and numbers from ``random.SystemRandom``, stamps the
 host's and the user's names (``from getpass import getuser``), and has a webhook thread that calls
 out whenever it is told to. ``WildAdapter`` exposes it as tools and leaves every one of those to
-statekit's own controls: the tests prove each control by switching it off.
+statekit's own controls: the tests prove each control by switching it off. The ``Shop`` is the
+application object an adapter keeps warm across episodes, with a generator of its own.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.memory import InMemory
+from statekit.strategies.rewinding import Rewinding
 
 # -- the application ---------------------------------------------------------------------------
 
@@ -48,6 +50,19 @@ class Order:
 
     def row(self) -> dict[str, JSON]:
         return {**asdict(self), "id": str(self.id)}
+
+
+class Shop:
+    """The application object itself: made once per world and kept warm across episodes (the adapter's
+    ``attach``). Like most, it makes its own generator when it starts, seeded from the OS."""
+
+    def __init__(self) -> None:
+        self.rng = random.Random()
+        self.opened = datetime.now(UTC).isoformat()
+        self.host = socket.gethostname()
+
+    def raffle(self) -> dict[str, JSON]:
+        return {"ticket": self.rng.randrange(10**9), "opened": self.opened, "host": self.host}
 
 
 def whoami() -> dict[str, str]:
@@ -132,13 +147,14 @@ TOOLS = [
             "additionalProperties": False,
         },
     ),
+    Tool("raffle", "Draw a ticket.", {"type": "object", "additionalProperties": False}),
     Tool("submit", "Finish.", {"type": "object", "additionalProperties": False}),
 ]
 
 
 class WildEpisode(Episode):
-    def __init__(self, store: dict[str, Any], task: Task, notifier: Notifier) -> None:
-        self.store, self.task, self.tools, self.notifier = store, task, TOOLS, notifier
+    def __init__(self, store: dict[str, Any], task: Task, notifier: Notifier, shop: Shop) -> None:
+        self.store, self.task, self.tools, self.notifier, self.shop = store, task, TOOLS, notifier, shop
 
     def observe(self) -> JSON:
         return {"task": self.task.prompt}
@@ -150,6 +166,8 @@ class WildEpisode(Episode):
             order = Order(str(arguments["item"])).row()
             self.store["orders"].append(order)
             return Outcome({"order": order})
+        if tool == "raffle":
+            return Outcome(self.shop.raffle())
         if tool == "whoami":
             return Outcome(whoami())
         if tool == "webhook":
@@ -167,22 +185,30 @@ class WildEpisode(Episode):
 
 
 class WildAdapter(Adapter):
-    """In-memory worlds of orders; the build stamps its two orders five virtual minutes apart."""
+    """In-memory worlds of orders; the build stamps its two orders five virtual minutes apart. The
+    ``Shop`` is attached once per world; with ``rewind`` worlds are rewound and reused, so one shop
+    serves every episode of a seed."""
 
     name = "wild"
     strategies = ("memory",)
     probe_tasks = {"clock": "orders", "ids": "orders"}
 
-    def __init__(self, *, build_calls: str = "", allowed: tuple[str, ...] = ()) -> None:
+    def __init__(self, *, build_calls: str = "", allowed: tuple[str, ...] = (), rewind: bool = False) -> None:
         self.build_calls = build_calls
         self.allowed = allowed
+        self.rewind = rewind
         self.notifier = Notifier()
+        self.attached = 0
 
     def fingerprint(self) -> dict[str, str]:
         return {"app": "wild-1", "build_calls": self.build_calls}
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        return InMemory()
+        return Rewinding(InMemory()) if self.rewind else InMemory()
+
+    def attach(self, world: World) -> Shop:
+        self.attached += 1
+        return Shop()
 
     def allowed_endpoints(self) -> list[str]:
         return list(self.allowed)
@@ -201,7 +227,8 @@ class WildAdapter(Adapter):
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
         task = task or Task(id=f"wild-{seed}", kind="orders", prompt="Place an order.", max_steps=50)
-        return WildEpisode(world.handle, task, self.notifier)
+        assert isinstance(app, Shop)
+        return WildEpisode(world.handle, task, self.notifier, app)
 
     def dump(self, world: World) -> StateDump:
         rows = [{"key": [i], "row": order} for i, order in enumerate(world.handle["orders"])]
