@@ -6,6 +6,9 @@ from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import FixtureSource, State, StepResult, Task, Tool
+from statekit.determinism.base import Control, Violation
+from statekit.determinism.controls import clock
+from statekit.determinism.egress import allow_egress
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.files import file_dump
@@ -14,6 +17,7 @@ from statekit.errors import (
     ActionError,
     ConfigError,
     CoverageError,
+    EgressError,
     EnvironmentLost,
     ReplayMissError,
     ResetError,
@@ -48,7 +52,7 @@ def make(
     instance. ``strategy`` picks one of the adapter's reset strategies (its first by default).
     ``db_url`` points database strategies at a server; without it statekit starts its embedded one.
     ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
-    ``disable_controls`` switches determinism controls off, only to prove they matter.
+    ``disable_controls`` switches determinism controls off by name, only to prove they matter.
     """
     resolved = resolve_adapter(adapter, **adapter_options)
     name = strategy or resolved.strategies[0]
@@ -80,9 +84,11 @@ __all__ = [
     "Adapter",
     "Composite",
     "ConfigError",
+    "Control",
     "CoverageError",
     "CowFilesystem",
     "Digest",
+    "EgressError",
     "Environment",
     "EnvironmentLost",
     "Episode",
@@ -103,7 +109,10 @@ __all__ = [
     "TableDump",
     "Task",
     "Tool",
+    "Violation",
     "World",
+    "allow_egress",
+    "clock",
     "docker_client",
     "file_dump",
     "make",

@@ -8,6 +8,7 @@ statekit supplies the rest: reset strategies, the snapshot cache, determinism co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from statekit.contract import JSON, FixtureSource, Task, Tool
+from statekit.determinism.base import Control
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError
@@ -36,6 +38,10 @@ class Episode(ABC):
 
     task: Task
     tools: list[Tool]
+    controls: Sequence[Control] = ()
+    """The episode's own determinism controls (their classes declared in ``Adapter.controls``),
+    applied after statekit's around every step and the verifier, e.g. ``ReplayControl`` then
+    ``DrainJobs``; a disabled one is left out."""
 
     @abstractmethod
     def observe(self) -> JSON:
@@ -71,8 +77,9 @@ class Adapter(ABC):
     name: str = "adapter"
     strategies: tuple[str, ...] = ("template",)
     tick_seconds: int = 60
-    controls: tuple[str, ...] = ()
-    """Determinism controls the adapter wires itself (e.g. "jobs", "outbound"), besides clock and ids."""
+    controls: tuple[type[Control], ...] = ()
+    """Classes of the determinism controls this adapter's episodes bring (``Episode.controls``),
+    besides statekit's own: their names are what ``disable_controls`` and the checks accept."""
     disabled_controls: frozenset[str] = frozenset()
     """Set by the Environment; only the control-removal checks ever disable one."""
     deterministic_start: bool = False
@@ -158,6 +165,11 @@ class Adapter(ABC):
         """For adapters that replay outbound traffic: start the real services and yield the adapter
         options that point the application at them (recording and the outbound-control check)."""
         raise ConfigError(f"adapter {self.name!r} talks to no outside services")
+
+    def allowed_endpoints(self) -> list[str]:
+        """Where the application may connect besides its world's own database while statekit's egress
+        guard is on (``host:port`` or URLs): e.g. live services an adapter was pointed at."""
+        return []
 
     def fixture_sources(self) -> list[FixtureSource]:
         """Where seeded data comes from (``statekit assay`` judges it). Empty means undeclared."""

@@ -29,6 +29,7 @@ from statekit.testing import (
     NOT_CHECKED,
     check_controls,
     check_env,
+    controls_to_check,
     first_difference,
     reference_script,
     rollout,
@@ -226,16 +227,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     with _env(args) as env:
         report = check_env(env, seeds=seeds, repeats=args.repeats, task_repeats=args.task_repeats)
-    if report.coverage and not args.skip_controls:
+        probed, unprobed = controls_to_check(env)
+    if not report.coverage or args.skip_controls:
+        why = "--skip-controls" if args.skip_controls else "coverage failed"
+        for name in [*probed, *unprobed]:
+            report.controls[name] = None
+            report.problems.append(f"controls.{name}: {NOT_CHECKED}{why}")
+    else:
         probe = statekit.resolve_adapter(args.adapter)
         try:
             with ExitStack() as stack:
                 live: dict[str, Any] = {}
-                if "outbound" in probe.controls:
+                needs_live = {control.name for control in probe.controls if control.needs_live_services}
+                if needs_live & set(probed):
                     live = stack.enter_context(probe.live_services())
 
                 def make_env(disabled: tuple[str, ...]) -> statekit.Environment:
-                    options = live if "outbound" in disabled else {}
+                    options = live if needs_live & set(disabled) else {}
                     return _env(args, disable_controls=disabled, **options)
 
                 for name, problem in check_controls(make_env, seed=seeds[0]).items():

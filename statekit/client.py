@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from statekit.contract import JSON, State
+from statekit.determinism.egress import allow_egress
 from statekit.digest.dump import StateDump
 from statekit.errors import EnvironmentLost, RemoteError, ResetNeeded
 
@@ -35,6 +36,7 @@ class RemoteEnvironment:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._egress = allow_egress(self.url)  # statekit's own client: never refused by its egress guard
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
         self.session_id: str | None = None
@@ -100,6 +102,7 @@ class RemoteEnvironment:
                         raise
         finally:
             self._http.close()
+            self._egress.close()
 
     def health(self) -> dict[str, Any]:
         """The harness's ``/health`` (raises RemoteError when it does not answer)."""
@@ -108,6 +111,7 @@ class RemoteEnvironment:
     def disconnect(self) -> None:
         """Close the connection but leave the session on the server (after ``attach``)."""
         self._http.close()
+        self._egress.close()
 
     def __enter__(self) -> RemoteEnvironment:
         return self

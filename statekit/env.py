@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
-import secrets
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,8 @@ from typing import Any
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
+from statekit.determinism.egress import EgressScope
+from statekit.determinism.ids import HeldGenerators, true_random_bytes
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
@@ -80,7 +81,7 @@ class Environment:
         max_steps: int | None = None,
         disable_controls: tuple[str, ...] = (),
     ) -> None:
-        known = (*CORE_CONTROLS, *adapter.controls)
+        known = (*CORE_CONTROLS, *(control.name for control in adapter.controls))
         unknown = sorted(set(disable_controls) - set(known))
         if unknown:
             raise ConfigError(f"unknown determinism control(s) {unknown}; this environment has {list(known)}")
@@ -88,7 +89,12 @@ class Environment:
         self.strategy = strategy
         self.max_steps_override = max_steps
         self.disabled_controls = frozenset(disable_controls)
+        self.control_names: tuple[str, ...] = known
+        """Every determinism control of this environment, statekit's then the adapter's."""
         adapter.disabled_controls = self.disabled_controls
+        guarded = "egress" not in self.disabled_controls
+        self._egress = EgressScope(adapter.allowed_endpoints(), enabled=guarded)
+        self._held = HeldGenerators()  # the applications' own random generators, re-seeded per episode
         self._fingerprint = adapter.fingerprint()
         self._episode: Episode | None = None
         self._world: World | None = None
@@ -108,6 +114,7 @@ class Environment:
         self._apps: OrderedDict[str, Any] = OrderedDict()
         self._starts: OrderedDict[str, _Start] = OrderedDict()
         self.last_reset_cache = ""
+        self._egress.open()  # from here until close(), nothing in this process reaches out unannounced
 
     # -- the contract -------------------------------------------------------------------------
     @property
@@ -133,13 +140,19 @@ class Environment:
     def reset(self, *, seed: int | None = None, options: dict[str, JSON] | None = None) -> tuple[JSON, dict]:
         """Start an episode in a fresh copy of the seed's world; build that world on first use."""
         if seed is None:
-            seed = secrets.randbelow(2**31)
+            seed = int.from_bytes(true_random_bytes(4), "big") % 2**31
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         options = dict(options or {})
         self._end_episode()
         key = self._ensure_golden(seed)
-        controls = Controls(seed, start_offset=EPISODE_START, disabled=self.disabled_controls)
+        controls = Controls(
+            seed,
+            start_offset=EPISODE_START,
+            disabled=self.disabled_controls,
+            egress=self._egress,
+            held=self._held,
+        )
         return self._begin(key, seed, options, task=None, controls=controls)
 
     def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]:
@@ -151,6 +164,7 @@ class Environment:
             )
         assert self._controls is not None
         self._step_count += 1
+        noted: dict[str, JSON] = {}
         try:
             tool, arguments = parse_action(action, episode.tools)
         except ActionError as exc:
@@ -163,6 +177,8 @@ class Environment:
                 log.exception("step %d of episode %s failed", self._step_count, self._episode_id)
                 message = f"the environment failed while applying {tool.name!r}: {type(exc).__name__}: {exc}"
                 return self._fail({"error": {"code": "environment_error", "message": message}})
+            observation, noted = self._controls.report(outcome.observation)  # egress, replay misses, ...
+            outcome = dataclasses.replace(outcome, observation=observation)
             tick = outcome.advance or timedelta(seconds=self.adapter.tick_seconds)
             self._controls.clock.advance(tick)
         terminated = outcome.done
@@ -175,7 +191,7 @@ class Environment:
             )
         truncated = not terminated and self._step_count >= self._max_steps(episode)
         self._done = terminated or truncated
-        info = {"episode_id": self._episode_id, "step": self._step_count}
+        info = {"episode_id": self._episode_id, "step": self._step_count, **noted}
         return StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple()
 
     def state(self) -> State:
@@ -224,7 +240,7 @@ class Environment:
         plus the episode's controls; returns an id for ``restore``."""
         episode = self._require_episode()
         assert self._controls is not None and self._world is not None
-        snap_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex[:20]
+        snap_id = true_random_bytes(10).hex()
         world = self._quiet_world()
         snap = _Snapshot(
             self._key,
@@ -251,7 +267,7 @@ class Environment:
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
-        controls = Controls(snap.seed, disabled=self.disabled_controls)
+        controls = Controls(snap.seed, disabled=self.disabled_controls, egress=self._egress, held=self._held)
         controls.load(snap.controls)
         if snap.mark is None:
             self._end_episode()
@@ -296,6 +312,7 @@ class Environment:
                     self.adapter.detach(app)
                 self.strategy.close()
             finally:
+                self._egress.close()
                 self.adapter.close()
 
     def end_episode(self) -> None:
@@ -320,21 +337,28 @@ class Environment:
             self.last_reset_cache = "hit"
             return key
         self.last_reset_cache = "miss"
-        build_controls = Controls(seed, purpose="build")
+        build_controls = Controls(seed, purpose="build", egress=self._egress)
 
         def build(world: World) -> None:
+            build_controls.bind(world)
             with build_controls.active():
                 self.adapter.build_world(world, seed)
 
         self.strategy.capture(key, build)
         return key
 
-    def _app(self, world: World) -> Any:
-        """The application attached to ``world``: kept warm while the world may come back."""
+    def _app(self, world: World, seed: int) -> Any:
+        """The application attached to ``world``: kept warm while the world may come back. Attached
+        under the seed's controls, so what it makes then (its generators, ids, timestamps) is seeded."""
         if world.id in self._apps:
             self._apps.move_to_end(world.id)
             return self._apps[world.id]
-        app = self.adapter.attach(world)
+        controls = Controls(
+            seed, purpose="attach", disabled=self.disabled_controls, egress=self._egress, held=self._held
+        )
+        controls.bind(world)
+        with controls.active():
+            app = self.adapter.attach(world)
         self._apps[world.id] = app
         while len(self._apps) > WARM_APPS:
             _, old = self._apps.popitem(last=False)
@@ -360,13 +384,15 @@ class Environment:
         known = self._starts.get(start_key) if task is None and self.adapter.deterministic_start else None
         episode: Episode | None = None
         try:
-            app = self._app(world)
+            app = self._app(world, seed)
+            controls.bind(world)
             with controls.active(all_on=True):
                 warm = {} if app is None else {"app": app}  # adapters without attach keep the old signature
                 episode = self.adapter.start_episode(
                     world, seed=seed, options=options, task=task or (known.task if known else None), **warm
                 )
                 observation = episode.observe()
+            controls.adopt(episode.controls, (control.name for control in self.adapter.controls))
             if known is not None:  # the same start as the first one: the controls end where they did
                 controls.load(known.controls)
             elif task is None and self.adapter.deterministic_start:
@@ -382,7 +408,7 @@ class Environment:
             raise
         self._world, self._episode, self._controls, self._key = world, episode, controls, key
         self._digest = at or self._goldens[key]
-        self._episode_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex
+        self._episode_id = true_random_bytes(16).hex()
         self._seed, self._options = seed, options
         self._step_count, self._done = 0, False
         info = {

@@ -9,6 +9,7 @@ StatekitError
 ├── ResetNeeded          step()/state() called before reset()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
 ├── ReplayMissError      an outbound request that no cassette recorded
+├── EgressError          an outbound connection the egress guard refused (also a PermissionError)
 ├── RemoteError          a statekit harness answered a client's call with an error
 └── EnvironmentLost      the process holding an environment died (a harness worker, a Ray actor)
 """
@@ -73,6 +74,14 @@ class ActionError(StatekitError):
 
 class ReplayMissError(StatekitError):
     """An outbound request that no cassette recorded; no packet left the process."""
+
+
+class EgressError(StatekitError, PermissionError):
+    """An outbound connection, datagram or name lookup refused while an environment is open.
+
+    A ``PermissionError`` (an ``OSError``), so client libraries report it as the failed connection it
+    is; the step that follows names the destination in its error observation.
+    """
 
 
 class RemoteError(StatekitError):

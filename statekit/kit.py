@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, FixtureSource, Task, Tool
+from statekit.determinism.base import Control, Violation
+from statekit.determinism.controls import clock
+from statekit.determinism.egress import allow_egress
 from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonical_value, register
 from statekit.digest.compute import Digest, TableDigest, combine, hash_rows, merge
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.files import directory_digest, file_dump, file_rows, file_tables
 from statekit.digest.postgres import postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec, TableSpec
-from statekit.errors import ConfigError, ResetError, RewindError, SpecError
+from statekit.errors import ConfigError, EgressError, ResetError, RewindError, SpecError
 from statekit.home import statekit_home
 from statekit.postgres import PostgresServer, ServerLease
 from statekit.postgres.journal import Journal
@@ -41,10 +44,12 @@ __all__ = [
     "Composite",
     "ConfigError",
     "ContainerPerEpisode",
+    "Control",
     "CowCopy",
     "CowFilesystem",
     "Digest",
     "DigestSpec",
+    "EgressError",
     "Episode",
     "FixtureSource",
     "InMemory",
@@ -66,9 +71,12 @@ __all__ = [
     "TableSpec",
     "Task",
     "Tool",
+    "Violation",
     "World",
+    "allow_egress",
     "canonical_json",
     "canonical_value",
+    "clock",
     "combine",
     "directory_digest",
     "docker_client",

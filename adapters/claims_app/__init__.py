@@ -12,7 +12,7 @@ import hashlib
 import warnings
 import weakref
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,9 @@ from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.contract import JSON, FixtureSource, Task, Tool
-from statekit.determinism.replay import CANONICAL_BASE, Replay
+from statekit.determinism.base import Control
+from statekit.determinism.jobs import DrainJobs
+from statekit.determinism.replay import CANONICAL_BASE, Replay, ReplayControl
 from statekit.digest.compute import Digest, merge
 from statekit.digest.coverage import coverage_problems, live_columns
 from statekit.digest.dump import StateDump
@@ -117,9 +119,10 @@ class ClaimsApp:
 class ClaimsEpisode(Episode):
     """One task on a warm ``ClaimsApp``, logged in as the agent's adjuster.
 
-    Determinism controls wired here: background jobs are drained after each tool call (or, with the
-    "jobs" control off, run by the app's own polling worker thread), and outbound calls are answered
-    from the seed's cassette (or, with "outbound" off, sent to live vendors).
+    Its determinism controls (``controls``, applied by statekit around every step): outbound calls
+    answered from the seed's cassette (or, with "outbound" off, sent to live vendors), then the app's
+    background jobs drained after each tool call (or, with "jobs" off, run by the app's own polling
+    worker thread, which is how the removal check shows the control matters).
     """
 
     task: ClaimsTask
@@ -128,8 +131,10 @@ class ClaimsEpisode(Episode):
         self.app = app
         self.task = task
         self.tools = TOOLS
-        self.replay = replay
         self.worker = Worker(app.sessions, app.settings)
+        self.submitted = False
+        controls: list[Control] = [ReplayControl(replay)] if replay is not None else []
+        self.controls = [*controls, DrainJobs(self._drain)]
         self._stack = ExitStack()
         self.background: RunningWorker | None = None
         try:
@@ -141,32 +146,22 @@ class ClaimsEpisode(Episode):
             self.close()  # nothing half-built outlives a failed start: no thread, patch or connection
             raise
 
+    def _drain(self) -> None:
+        """Jobs due now run inside the step; once the task is submitted the world stays as it was."""
+        if not self.submitted:
+            self.worker.run_pending()
+
     def observe(self) -> JSON:
         return {"task": self.task.prompt, "you_are": AGENT, "tools": [t.name for t in self.tools]}
 
     def call(self, tool: str, arguments: dict[str, JSON]) -> Outcome:
         if tool == "submit":
+            self.submitted = True
             return Outcome({"submitted": True}, done=True)
-        with self.replay.session() if self.replay and not self.background else nullcontext():
-            if tool == "wait":
-                hours = int(str(arguments["hours"]))
-                observation: JSON = {"waited_hours": hours}
-                advance: timedelta | None = timedelta(hours=hours)
-            else:
-                observation, advance = self._request(tool, arguments), None
-            if self.background is None:
-                self.worker.run_pending()  # jobs advance inside step, never between steps
-        misses = self.replay.take_misses() if self.replay else []
-        if misses:
-            observation = {
-                "error": {
-                    "code": "replay_miss",
-                    "message": misses[0].message(),
-                    "requests": [f"{m.method} {m.uri}" for m in misses],
-                },
-                "response": observation,
-            }
-        return Outcome(observation, advance=advance)
+        if tool == "wait":
+            hours = int(str(arguments["hours"]))
+            return Outcome({"waited_hours": hours}, advance=timedelta(hours=hours))
+        return Outcome(self._request(tool, arguments))
 
     def _request(self, tool: str, arguments: dict[str, JSON]) -> JSON:
         method, path, params, body = to_request(tool, arguments)
@@ -208,7 +203,7 @@ class ClaimsAdapter(Adapter):
 
     name = "claims_app"
     strategies = ("rewind", "template", "container")
-    controls = ("jobs", "outbound")
+    controls = (ReplayControl, DrainJobs)
     probe_tasks = {  # filing a claim makes new ids, a fraud job and two vendor calls; triage writes times
         "clock": "triage_overdue",
         "ids": "file_new_claim",
@@ -278,6 +273,10 @@ class ClaimsAdapter(Adapter):
         """The vendor stubs, live, in their own process."""
         with live_vendors() as url:
             yield {"scale": self.scale, "vendors_url": url, "cassette_dir": str(self.cassette_dir)}
+
+    def allowed_endpoints(self) -> list[str]:
+        """Live vendors, when the adapter was pointed at them (recording, or replay switched off)."""
+        return [self.vendors_url] if self.vendors_url else []
 
     def cassette(self, seed: int) -> Path:
         return self.cassette_dir / f"seed-{seed}.yaml"

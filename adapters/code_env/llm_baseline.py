@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         args.llm_url, args.model, api_key=os.environ.get(args.api_key_env), temperature=args.temperature
     )
     env: Any
+    allowance = None
     if args.env_url:
         from statekit.client import RemoteEnvironment
 
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         import statekit
 
         env = statekit.make("code_env")
+        allowance = statekit.allow_egress(args.llm_url)  # the model's API, past the environment's guard
     try:
         task_ids = args.tasks.split(",") if args.tasks else _task_ids(env)
         attempts = [
@@ -250,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         env.close()
         client.close()
+        if allowance is not None:
+            allowance.close()
     report = summary(attempts)
     if args.json:
         print(json.dumps(report, sort_keys=True))

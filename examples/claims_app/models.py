@@ -41,11 +41,6 @@ BigId = BigInteger().with_variant(Integer, "sqlite")
 JsonDoc = JSON().with_variant(JSONB(), "postgresql")
 
 
-def new_id() -> uuid.UUID:
-    """Primary keys are random UUIDs (looked up at call time so ``uuid.uuid4`` can be swapped)."""
-    return uuid.uuid4()
-
-
 class Base(DeclarativeBase):
     metadata = MetaData(
         naming_convention={
@@ -64,7 +59,7 @@ claim_reference_seq = Sequence("claim_reference_seq", metadata=Base.metadata)
 class Customer(Base):
     __tablename__ = "customers"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     full_name: Mapped[str] = mapped_column(String(200), index=True)
     email: Mapped[str] = mapped_column(String(254))
     phone: Mapped[str] = mapped_column(String(40))
@@ -78,7 +73,7 @@ class Customer(Base):
 class Policy(Base):
     __tablename__ = "policies"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     policy_number: Mapped[str] = mapped_column(String(32), unique=True)
     customer_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("customers.id"), index=True)
     product: Mapped[str] = mapped_column(String(20))
@@ -92,7 +87,7 @@ class Policy(Base):
 class Adjuster(Base):
     __tablename__ = "adjusters"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     username: Mapped[str] = mapped_column(String(64), unique=True)
     full_name: Mapped[str] = mapped_column(String(200))
     password_hash: Mapped[str] = mapped_column(String(255))
@@ -102,7 +97,7 @@ class Adjuster(Base):
 class Claim(Base):
     __tablename__ = "claims"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     reference: Mapped[str] = mapped_column(String(20), unique=True)
     policy_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("policies.id"), index=True)
     assigned_adjuster_id: Mapped[uuid.UUID | None] = mapped_column(
@@ -137,7 +132,7 @@ class Claim(Base):
 class ClaimNote(Base):
     __tablename__ = "claim_notes"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     claim_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("claims.id"), index=True)
     author_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("adjusters.id"))
     body: Mapped[str] = mapped_column(Text)
@@ -147,7 +142,7 @@ class ClaimNote(Base):
 class Document(Base):
     __tablename__ = "documents"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     claim_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("claims.id"), index=True)
     uploaded_by: Mapped[uuid.UUID] = mapped_column(ForeignKey("adjusters.id"))
     filename: Mapped[str] = mapped_column(String(255))
@@ -161,7 +156,7 @@ class Document(Base):
 class Payment(Base):
     __tablename__ = "payments"
 
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     claim_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("claims.id"), index=True)
     amount: Mapped[Decimal] = mapped_column(Money)
     status: Mapped[str] = mapped_column(String(20), default="requested")

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import vcr
 from vcr.errors import CannotOverwriteExistingCassetteException
+
+from statekit.determinism.base import Control, Violation
 
 CANONICAL_BASE = "http://vendors.statekit.invalid"
 """Where replayed vendors 'live'. The .invalid TLD never resolves, so nothing could reach it."""
@@ -51,6 +53,8 @@ class Replay:
     live_base: str | None = None
     misses: list[ReplayMiss] = field(default_factory=list)
     _seen: list[Any] = field(default_factory=list, repr=False)
+    _depth: int = field(default=0, repr=False)
+    _cassette: Any = field(default=None, repr=False)
 
     def _canonical(self, request: Any) -> Any:
         if self.live_base and request.uri.startswith(self.live_base):
@@ -71,7 +75,17 @@ class Replay:
 
     @contextmanager
     def session(self) -> Iterator[Replay]:
-        """Answer httpx requests from the cassette (or record them when ``record``)."""
+        """Answer httpx requests from the cassette (or record them when ``record``). A session inside
+        another (an episode holding one for its background worker, then a step) is the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+                if not self.record:
+                    self._collect_misses(self._cassette)
+            return
         if self.record and not self.live_base:
             raise ValueError("recording needs live_base: the URL the live vendors answer on")
         recorder = vcr.VCR(
@@ -84,15 +98,18 @@ class Replay:
         )
         self._seen = []
         with recorder.use_cassette(str(self.path), allow_playback_repeats=True) as cassette:
+            self._depth, self._cassette = 1, cassette
             try:
                 yield self
             finally:
+                self._depth, self._cassette = 0, None
                 if not self.record:
                     self._collect_misses(cassette)
 
     def _collect_misses(self, cassette: Any) -> None:
         reported = {(m.method, m.uri) for m in self.misses}
-        for request in list(self._seen):
+        seen, self._seen = self._seen, []
+        for request in seen:
             if request in cassette or (request.method, request.uri) in reported:
                 continue
             reported.add((request.method, request.uri))
@@ -109,3 +126,36 @@ def _nearest_summary(vcr_message: str) -> str:
     """vcrpy's message lists the most similar recorded requests and which matchers failed."""
     lines = [line.strip() for line in vcr_message.splitlines() if line.strip()]
     return " ".join(lines[1:])[:800] if len(lines) > 1 else "no similar request was recorded"
+
+
+class ReplayControl(Control):
+    """Outbound HTTP answered from a cassette during every controlled call; each request no cassette
+    recorded becomes the step's error observation (``replay_miss``), naming it and the nearest ones.
+
+    With the control disabled the adapter points the application at live services instead
+    (``Adapter.live_services()``, which the removal check starts first).
+    """
+
+    name: ClassVar[str] = "outbound"
+    needs_live_services: ClassVar[bool] = True
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        with self.replay.session():
+            yield
+
+    def violations(self) -> list[Violation]:
+        misses = self.replay.take_misses()
+        if not misses:
+            return []
+        return [
+            Violation(
+                control=self.name,
+                code="replay_miss",
+                message=misses[0].message(),
+                detail={"requests": [f"{m.method} {m.uri}" for m in misses]},
+            )
+        ]

@@ -127,6 +127,11 @@ _DB_CLOCK = re.compile(
 """Defaults the database computes from its own clock or randomness, which no Python patch reaches."""
 
 
+def reads_database_clock(default: str) -> bool:
+    """Whether a column default is computed from the database's own clock or randomness."""
+    return bool(_DB_CLOCK.search(default))
+
+
 def database_clock_columns(conn: psycopg.Connection[Any], spec: DigestSpec) -> list[str]:
     """Included columns whose default reads the database's own clock, which no Python patch reaches."""
     rows = tuples(
@@ -139,7 +144,7 @@ def database_clock_columns(conn: psycopg.Connection[Any], spec: DigestSpec) -> l
     for table, column, default in rows:
         tspec = spec.tables.get(str(table))
         hashed_or_ordering = tspec is not None and (column in tspec.include or column in tspec.key)
-        if hashed_or_ordering and _DB_CLOCK.search(str(default)):
+        if hashed_or_ordering and reads_database_clock(str(default)):
             leaks.append(f"{table}.{column} (DEFAULT {default})")
     return sorted(leaks)
 

@@ -235,6 +235,12 @@ class Journal:
         return Cut(self.generation, self._path_to(int(row[0])), str(row[1]))
 
     @contextmanager
+    def connected(self) -> Iterator[psycopg.Connection[Any]]:
+        """The own connection (autocommit), held under the journal's lock for a few statements."""
+        with self._lock:
+            yield self.connection()
+
+    @contextmanager
     def reading(self) -> Iterator[tuple[psycopg.Connection[Any], Cut]]:
         """A consistent read of the world (REPEATABLE READ, read only) with the cut it sees."""
         with self._lock:

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from statekit.contract import JSON
-from statekit.determinism.controls import CORE_CONTROLS
 from statekit.digest.canonical import canonical_json
 from statekit.env import Environment, world_key
 from statekit.errors import ResetNeeded, SpecError
@@ -34,6 +33,9 @@ class Rollout:
     state_digest: str
     observations: list[JSON]
     rewards: list[float]
+    noted: list[str] = field(default_factory=list)
+    """What the determinism controls reported along the way (``info["determinism"]``): not compared,
+    but a control check with every control on fails on any."""
 
 
 def fresh_digest(env: Environment) -> str:
@@ -54,14 +56,19 @@ def rollout(
     hash the world afresh at the start and the end)."""
     obs, _ = env.reset(seed=seed, options=options)
     initial = fresh_digest(env) if digests else ""
-    observations, rewards = [obs], []
+    observations, rewards, noted = [obs], [], []
     for action in actions:
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(action)
         observations.append(obs)
         rewards.append(reward)
+        noted += _noted(info)
         if terminated or truncated:
             break
-    return Rollout(seed, initial, fresh_digest(env) if digests else "", observations, rewards)
+    return Rollout(seed, initial, fresh_digest(env) if digests else "", observations, rewards, noted)
+
+
+def _noted(info: dict[str, Any]) -> list[str]:
+    return [f"{n.get('control')}: {n.get('message')}" for n in info.get("determinism") or []]
 
 
 def first_difference(a: Rollout, b: Rollout) -> str | None:
@@ -97,7 +104,8 @@ class CheckReport:
     rewind_order: bool | None = None
     """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
     controls: dict[str, bool | None] = field(default_factory=dict)
-    """Per control: proved (true), broken (false), or not checked (null: removing it changed nothing)."""
+    """Per control: proved (true), broken (false), or not checked (null: no probe task exercises it for
+    this adapter, or removing it changed nothing; ``problems`` says which)."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -259,17 +267,18 @@ def probe_rollout(
     """
     obs, _ = env.reset(seed=seed, options=options)
     initial = fresh_digest(env)
-    observations, rewards, moved = [obs], [], False
+    observations, rewards, noted, moved = [obs], [], [], False
     for action in actions:
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(action)
         observations.append(obs)
         rewards.append(reward)
+        noted += _noted(info)
         before = fresh_digest(env)
         time.sleep(pause)
         moved = moved or fresh_digest(env) != before
         if terminated or truncated:
             break
-    return Rollout(seed, initial, fresh_digest(env), observations, rewards), moved
+    return Rollout(seed, initial, fresh_digest(env), observations, rewards, noted), moved
 
 
 def check_controls(
@@ -279,33 +288,44 @@ def check_controls(
     pause: float = 0.5,
 ) -> dict[str, str | None]:
     """Prove each determinism control does the work: with it on, two replays of the control's probe
-    task (``Adapter.probe_tasks``) match and nothing moves between steps; with only it off, they
-    differ (or state moves).
+    task (``Adapter.probe_tasks``) match, nothing moves between steps and no control reports anything
+    (``info["determinism"]``: a refused connection, a row stamped by the database's clock); with only
+    it off, they differ (or state moves).
 
-    ``make_env(disabled)`` returns a context-managed environment with those controls off.
-    Returns ``{control: problem or None}``.
+    The controls proved are those ``probe_tasks`` names (an adapter that names none: ``clock`` and
+    ``ids`` on its default task); every other one is answered ``NOT_CHECKED`` (its own tests prove it),
+    and so is one whose removal changed nothing. ``make_env(disabled)`` returns a context-managed
+    environment with those controls off. Returns ``{control: problem or None}``, every control named.
     """
 
-    def twice(env: Environment, control: str) -> tuple[str | None, bool]:
+    def twice(env: Environment, control: str) -> tuple[str | None, bool, list[str]]:
         kind = env.adapter.probe_tasks.get(control)
         options: dict[str, JSON] | None = {"task": kind} if kind else None
         env.reset(seed=seed, options=options)
         script = env.adapter.reference_actions(env.task)
         a, moved_a = probe_rollout(env, seed=seed, actions=script, options=options, pause=pause)
         b, moved_b = probe_rollout(env, seed=seed, actions=script, options=options, pause=pause)
-        return first_difference(a, b), moved_a or moved_b
+        return first_difference(a, b), moved_a or moved_b, a.noted + b.noted
 
     results: dict[str, str | None] = {}
     with make_env(()) as env:
-        names = [*CORE_CONTROLS, *env.adapter.controls]
+        names, unprobed = controls_to_check(env)
         on = {name: twice(env, name) for name in names}
+    for name in unprobed:
+        results[name] = (
+            f"{NOT_CHECKED}no probe task exercises {name!r} for this adapter (Adapter.probe_tasks names "
+            f"{sorted(names)}); name a task kind whose reference script depends on it to check it here"
+        )
     for name in names:
-        diff, moved = on[name]
+        diff, moved, noted = on[name]
+        if noted:
+            results[name] = f"with every control on, a control reported: {noted[0]}"
+            continue
         if diff or moved:
             results[name] = f"with every control on, replays differ: {diff or 'state changed between steps'}"
             continue
         with make_env((name,)) as env_off:
-            diff_off, moved_off = twice(env_off, name)
+            diff_off, moved_off, _ = twice(env_off, name)
         if diff_off is None and not moved_off:
             results[name] = (
                 f"{NOT_CHECKED}with only {name!r} off, replays still match: the control does no work for "
@@ -314,6 +334,13 @@ def check_controls(
         else:
             results[name] = None
     return results
+
+
+def controls_to_check(env: Environment) -> tuple[list[str], list[str]]:
+    """(controls ``check_controls`` proves for this environment, those it cannot: no probe task)."""
+    known = [*env.control_names]
+    probed = [name for name in known if name in env.adapter.probe_tasks] or ["clock", "ids"]
+    return probed, [name for name in known if name not in probed]
 
 
 def check_env(
@@ -371,6 +398,7 @@ __all__ = [
     "check_rewind_order",
     "check_seeds_differ",
     "check_task",
+    "controls_to_check",
     "first_difference",
     "fresh_digest",
     "probe_rollout",

@@ -58,7 +58,8 @@ def test_a_new_model_column_makes_check_fail_naming_it(pg_url: str) -> None:
     assert run.returncode == 1, run.stderr
     report = json.loads(run.stdout)
     assert report["coverage"] is False
-    assert any("claims.risk_band" in problem for problem in report["problems"])
+    coverage = [problem for problem in report["problems"] if problem.startswith("coverage:")]
+    assert coverage and "claims: risk_band" in coverage[0], report["problems"]
 
 
 @pytest.mark.parametrize("kind", ClaimsAdapter(scale=1).task_kinds())

@@ -149,7 +149,7 @@ def test_coverage_names_new_columns_and_tables(items_db: str) -> None:
     with pytest.raises(CoverageError) as err:
         postgres_digest(to_conninfo(items_db), spec)
     assert err.value.missing == ["extras.x", "items.colour"]
-    assert "items.colour" in str(err.value) and "`exclude` with a reason" in str(err.value)
+    assert "items: colour" in str(err.value) and "`exclude` with a reason" in str(err.value)
 
 
 def test_spec_naming_what_the_schema_lacks_is_an_error(items_db: str) -> None:

@@ -37,8 +37,8 @@ class BlockingLedger(LedgerAdapter):
         self.pid_file = Path(pid_file)
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
+        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
-        episode = super().start_episode(world, seed=seed, options=options, task=task)
+        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
         assert isinstance(episode, LedgerEpisode)
         return BlockingEpisode(episode.store, episode.task, self.pid_file)

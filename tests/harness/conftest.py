@@ -101,8 +101,10 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     try:
         url = _read_url(proc, lines)
         assert url, "statekit serve printed no URL:\n" + "".join(lines)
-        assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "healthy"
-        yield url
+        # this process holds environments too (claims_reference): its raw HTTP to the harness is allowed
+        with statekit.allow_egress(url):
+            assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "healthy"
+            yield url
     finally:
         proc.terminate()  # SIGTERM: uvicorn shuts down gracefully and the harness closes every session
         try:

@@ -60,10 +60,14 @@ WRAPPERS = {
 }
 
 
+HOST = socket.gethostname()
+"""This machine's real name, read at import: episodes run under statekit's fixed host identity."""
+
+
 def owner_tag(pid: int | None = None) -> str:
     """HOST:PID:START: the start time tells a live owner from a new process that reused its pid."""
     pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+    return f"{HOST}:{pid}:{_start_time(pid)}"
 
 
 def _start_time(pid: int) -> str:
@@ -93,7 +97,7 @@ class ContainerSandbox(Sandbox):
         for container in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
             host, _, rest = str(container.labels.get(OWNER_LABEL, "")).partition(":")
             pid, _, start = rest.partition(":")
-            if host == socket.gethostname() and pid.isdigit() and _start_time(int(pid)) != start:
+            if host == HOST and pid.isdigit() and _start_time(int(pid)) != start:
                 log.warning("removing orphan sandbox container %s", container.name)
                 with contextlib.suppress(Exception):
                     container.remove(force=True)

@@ -1,0 +1,194 @@
+"""The database's own clock, caught at run time.
+
+Python's clock is virtual, PostgreSQL's is not: ``now()``, ``CURRENT_TIMESTAMP``, a trigger stamping
+``updated_at`` or SQLAlchemy's ``onupdate=func.now()`` write the real time. The digest's coverage check
+refuses such column *defaults* for digested columns; this control catches the rest as it happens.
+After each controlled call it reads the row images the world's change journal gained
+(``statekit/postgres/journal.py`` records every row change of the episode), decodes their timestamp
+columns through the table's own row type, and reports any value within a day of the database
+server's real clock while the episode's virtual clock is elsewhere (more than two days away; closer
+than that nothing can be told apart, and nothing is reported). Columns whose *default* reads the
+database's clock are the coverage check's (refused when digested, accepted when excluded with a
+reason, as the claims app's audit timestamps are), so only triggers and SQL that write the clock
+are reported here; an explicit ``now()`` into such a column is not.
+
+Why detect rather than control: PostgreSQL's clock cannot be moved per connection without an
+extension, and a ``now()`` shadowed ahead of ``pg_catalog`` in ``search_path`` would miss
+``CURRENT_TIMESTAMP`` and every default already parsed into the catalog. Why ``info`` and not the
+observation: the agent did nothing wrong and can do nothing about it; the environment's author can.
+Each finding goes to the step's ``info["determinism"]`` and the log, and ``statekit check`` fails a
+control whose probe replays show one. Worlds without a journal (no PostgreSQL, the container
+strategy) are not watched; ``date`` columns are not checked (a day is too coarse to tell).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from statekit.determinism.base import Control, Violation
+from statekit.determinism.clock import VirtualClock
+from statekit.digest.coverage import reads_database_clock
+
+if TYPE_CHECKING:
+    from statekit.postgres.journal import Journal
+    from statekit.strategies.base import World
+
+WINDOW = timedelta(days=1)
+"""How near the real clock a value must be to count, and (twice it) how far the virtual clock must be."""
+_COLUMNS: dict[tuple[str, int], list[tuple[str, bool]]] = {}
+"""Timestamp columns per (database, table oid): ``(name, has time zone)``. Clones keep their oids."""
+
+
+def _journals(world: World) -> Iterator[Journal]:
+    from statekit.postgres.journal import Journal
+
+    handle = world.handle
+    if isinstance(handle, Journal):
+        yield handle
+    elif isinstance(handle, dict):
+        for part in handle.values():
+            if hasattr(part, "handle") and hasattr(part, "location"):
+                yield from _journals(part)
+
+
+def _stamps(alias: str, columns: list[tuple[str, bool]]) -> Any:
+    """``(name, value as timestamptz)`` for each timestamp column of the row ``alias.r``."""
+    from psycopg import sql
+
+    return sql.SQL(", ").join(
+        sql.SQL("({}, ({}.r).{}{})").format(
+            sql.Literal(name),
+            sql.Identifier(alias),
+            sql.Identifier(name),
+            sql.SQL("" if tz else " AT TIME ZONE 'UTC'"),  # a naive value read as UTC
+        )
+        for name, tz in columns
+    )
+
+
+class _Watch:
+    """One journal and how far along it this episode has looked."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.seen = self._top() if journal.unavailable() is None else -1
+
+    def _top(self) -> int:
+        with self.journal.connected() as conn:
+            row = conn.execute("SELECT coalesce(max(seq), 0) FROM _statekit.journal").fetchone()
+        return int(row[0]) if row else 0
+
+    def check(self, virtual: datetime) -> list[tuple[str, str, str]]:
+        """``(table, column, value)`` of new images the database's clock stamped (at most 20)."""
+        if self.seen < 0:
+            return []
+        from psycopg import sql
+
+        with self.journal.connected() as conn:
+            rows = conn.execute(
+                "SELECT rel, max(seq), bool_or(sign = 1), rel::regclass::text "
+                "FROM _statekit.journal WHERE seq > %s GROUP BY rel",
+                (self.seen,),
+            ).fetchall()
+            if not rows:
+                return []
+            since, self.seen = self.seen, max(int(r[1]) for r in rows)
+            parts = []
+            for rel, _, added, table in rows:
+                columns = self._columns(conn, int(rel)) if added else []
+                if not columns:
+                    continue
+                parts.append(
+                    sql.SQL(
+                        "SELECT {table}::text, c.col, c.v::text FROM _statekit.journal j "
+                        "CROSS JOIN LATERAL (SELECT j.img::{qualified} AS r OFFSET 0) x "
+                        "CROSS JOIN LATERAL (VALUES {new}) c(col, v) "
+                        "WHERE j.rel = {rel} AND j.seq > {since} AND j.sign = 1 "
+                        "AND c.v BETWEEN clock_timestamp() - %(window)s AND clock_timestamp() + %(window)s "
+                        "AND abs(extract(epoch FROM c.v - %(virtual)s)) > %(seconds)s "
+                        "AND abs(extract(epoch FROM clock_timestamp() - %(virtual)s)) > 2 * %(seconds)s "
+                        # a value the row already had (an update of another column) was reported when written
+                        "AND NOT EXISTS (SELECT 1 FROM _statekit.journal o "
+                        "  CROSS JOIN LATERAL (SELECT o.img::{qualified} AS r OFFSET 0) y "
+                        "  CROSS JOIN LATERAL (VALUES {old}) d(col, v) "
+                        "  WHERE o.rel = {rel} AND o.seq > {since} AND o.sign = -1 "
+                        "  AND d.col = c.col AND d.v = c.v)"
+                    ).format(
+                        table=sql.Literal(table),
+                        qualified=sql.SQL(table),
+                        new=_stamps("x", columns),
+                        old=_stamps("y", columns),
+                        rel=sql.Literal(int(rel)),
+                        since=sql.Literal(since),
+                    )
+                )
+            if not parts:
+                return []
+            query = sql.SQL(" UNION ALL ").join(parts) + sql.SQL(" LIMIT 20")
+            params = {"window": WINDOW, "virtual": virtual, "seconds": WINDOW.total_seconds()}
+            return [(str(t), str(c), str(v)) for t, c, v in conn.execute(query, params).fetchall()]
+
+    def _columns(self, conn: Any, rel: int) -> list[tuple[str, bool]]:
+        key = (self.journal.conninfo, rel)
+        if key not in _COLUMNS:
+            rows = conn.execute(
+                "SELECT a.attname, a.atttypid = 'timestamptz'::regtype, pg_get_expr(d.adbin, d.adrelid) "
+                "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+                "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
+                "AND a.atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype) ORDER BY a.attnum",
+                (rel,),
+            ).fetchall()
+            if len(_COLUMNS) > 4096:
+                _COLUMNS.clear()
+            _COLUMNS[key] = [
+                (str(name), bool(tz))
+                for name, tz, default in rows
+                if not (default and reads_database_clock(str(default)))  # the coverage check's business
+            ]
+        return _COLUMNS[key]
+
+
+class DatabaseClock(Control):
+    """Watches the world's journal for rows stamped by the database's own clock (see the module)."""
+
+    name: ClassVar[str] = "db_clock"
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self._watches: list[_Watch] = []
+        self._found: list[tuple[str, str, str]] = []
+
+    def bind(self, world: World) -> None:
+        """Watch ``world`` from its current journal position on."""
+        self._watches = [_Watch(journal) for journal in _journals(world)]
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        yield
+        for watch in self._watches:
+            self._found += watch.check(self.clock.now)
+
+    def violations(self) -> list[Violation]:
+        found, self._found = self._found, []
+        if not found:
+            return []
+        columns = sorted({f"{table}.{column}" for table, column, _ in found})
+        table, column, value = found[0]
+        return [
+            Violation(
+                control=self.name,
+                code="database_clock",
+                message=(
+                    f"the database's own clock wrote {table}.{column} = {value}, the real time, while the "
+                    f"episode's clock reads {self.clock.isoformat()} (columns: {', '.join(columns)}). A "
+                    "column default, a trigger or SQL now()/CURRENT_TIMESTAMP stamped it: write the time "
+                    "from the application (its clock is virtual), or keep the column out of the digest "
+                    "and every observation."
+                ),
+                detail={"columns": list(columns)},
+                visible=False,
+            )
+        ]
