@@ -36,8 +36,9 @@ class CoverageError(SpecError):
         self.missing = sorted(missing)
         by_table: dict[str, list[str]] = {}
         for name in self.missing:
-            by_table.setdefault(name.partition(".")[0], []).append(name)
-        lines = "".join(f"\n  {', '.join(names)}" for _, names in sorted(by_table.items()))
+            table, _, column = name.partition(".")
+            by_table.setdefault(table, []).append(column)
+        lines = "".join(f"\n  {table}: {', '.join(columns)}" for table, columns in sorted(by_table.items()))
         super().__init__(
             f"digest spec does not cover {len(self.missing)} column(s) in {len(by_table)} table(s):{lines}\n"
             "Add each to the table's `include` list, or to `exclude` with a reason "
