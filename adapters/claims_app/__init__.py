@@ -37,6 +37,7 @@ from examples.claims_app.db import create_schema, make_engine, make_session_fact
 from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import Expectation
 from statekit.contract import JSON, Task, Tool
 from statekit.determinism.replay import CANONICAL_BASE, Replay
 from statekit.digest.compute import Digest, combine
@@ -149,6 +150,10 @@ class ClaimsEpisode(Episode):
     def score(self) -> float:
         with self.sessions() as session:
             return KINDS[self.task.kind].verify(session, self.task.facts)
+
+    def expected_changes(self) -> Expectation:
+        with self.sessions() as session:
+            return KINDS[self.task.kind].expect(session, self.task.facts)
 
     def quiesce(self) -> None:
         self.engine.dispose()
@@ -300,7 +305,8 @@ class ClaimsAdapter(Adapter):
                 if task is None:
                     requested = options.get("task")
                     try:
-                        task = choose_task(session, seed, str(requested) if requested is not None else None)
+                        wanted = str(requested) if requested is not None else None
+                        task = choose_task(session, seed, wanted, self.task_pool())
                     except ValueError as exc:
                         raise ConfigError(str(exc)) from exc
         finally:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import Allow, Expectation
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
@@ -73,6 +74,16 @@ class LedgerEpisode(Episode):
         facts = self.task_facts
         return 1.0 if hidden[facts["target"]] == facts["expected"] else 0.0
 
+    def expected_changes(self) -> Expectation:
+        """The two accounts move, and the journal gains transfers between them; nothing else."""
+        pair = {self.task_facts["source"], self.task_facts["target"]}
+        return Expectation(
+            (
+                Allow.changed("accounts", where=lambda row: row["name"] in pair),
+                Allow.added("journal", where=lambda row: {row["source"], row["target"]} <= pair),
+            )
+        )
+
     @property
     def task_facts(self) -> dict[str, Any]:
         return self.store["_task"]
@@ -120,7 +131,7 @@ class LedgerAdapter(Adapter):
             task = Task(
                 id=f"ledger-{seed}",
                 kind="transfer",
-                prompt=f"Move {cents} cents from {source} to {target}, then submit.",
+                prompt=f"Move {cents} cents from {source} to {target}, then submit. Change nothing else.",
                 max_steps=int(options.get("max_steps", 8)),
             )
             store["_task"] = {
