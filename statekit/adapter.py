@@ -53,7 +53,8 @@ class Episode(ABC):
         """The changes the task expects (``statekit.collateral``); any other change the episode made
         zeroes the reward, or costs the declared penalty. None: the task declares nothing (no check).
 
-        Called right after ``score``, under the same controls; it may read the world (to find ids)."""
+        Called right after ``score`` when it is above 0 (a 0 cannot fall further), under the same
+        controls; it may read the world (to find ids)."""
         return None
 
     def quiesce(self) -> None:  # noqa: B027 - optional hook

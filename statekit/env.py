@@ -326,10 +326,9 @@ class Environment:
         assert self._episode is not None and self._controls is not None
         with self._controls.active():
             score = float(self._episode.score())
-            expectation = self._episode.expected_changes()
-        self.last_verdict = None  # a score of 0 cannot fall further: the changes are not needed
-        if expectation is not None and score > 0:
-            self.last_verdict = expectation.judge(score, self.changes())
+            # a score of 0 cannot fall further: its expectation and changes are not needed
+            expectation = self._episode.expected_changes() if score > 0 else None
+        self.last_verdict = None if expectation is None else expectation.judge(score, self.changes())
         return score if self.last_verdict is None else self.last_verdict.reward
 
     def _max_steps(self, episode: Episode) -> int:

@@ -131,22 +131,21 @@ def test_the_pytest_plugin_generates_the_probes_per_task_kind(
         f"[pytest]\nstatekit_adapters = tests.adapters.desk:{adapter}\nstatekit_seeds = 3,4\n"
     )
     (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "-c",
-            str(tmp_path / "pytest.ini"),
-            str(tmp_path),
-        ],
+    args = [
+        "-p",
+        "statekit.pytest_plugin",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-c",
+        str(tmp_path / "pytest.ini"),
+    ]
+    run = subprocess.run(  # only statekit's plugin: the others' imports would dominate the run
+        [sys.executable, "-m", "pytest", *args, str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         timeout=300,
     )
     name = f"statekit[tests.adapters.desk:{adapter}]::test_rewards_resist_exploits[close_ticket]"
