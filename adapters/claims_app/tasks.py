@@ -157,15 +157,14 @@ def find_deny_duplicate(session: Session, rng: random.Random) -> dict[str, Any] 
 
 
 def find_pay_approved(session: Session, rng: random.Random) -> dict[str, Any] | None:
-    paid = select(Payment.claim_id)
-    pool = [
-        c.reference
-        for c, _ in _open_claims(session)
-        if c.status == "approved" and c.id not in set(session.scalars(paid))
-    ]
-    if len(pool) < 2:  # with no other claim to pay, "pay every claim" would be the solution
+    paid = set(session.scalars(select(Payment.claim_id)))
+    unpaid = {c.reference: c for c, _ in _open_claims(session) if c.status == "approved" and c.id not in paid}
+    if not unpaid:
         return None
-    ref = rng.choice(pool)
+    ref = rng.choice(list(unpaid))
+    payable = [r for r, c in unpaid.items() if (c.approved_amount or 0) > 0]
+    if ref not in payable or len(payable) < 2:  # with nothing else payable, "pay every claim" solves it
+        return None
     prompt = (
         f"Claim {ref} was approved but has not been paid. Get the policyholder paid, then submit. {ONLY_THIS}"
     )
