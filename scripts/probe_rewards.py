@@ -4,6 +4,8 @@
     .venv/bin/python scripts/probe_rewards.py --seeds 0-3 --without-collateral   # the defence removed
     .venv/bin/python scripts/probe_rewards.py --as-before --no-probes \
         --kinds deny_duplicate,deny_late_filing,pay_approved    # issue 12's "Why", reproduced
+    .venv/bin/python scripts/probe_rewards.py --kinds a,b --out part1.jsonl   # in parallel processes,
+    .venv/bin/python scripts/probe_rewards.py --table part1.jsonl part2.jsonl # then one table
 
 Each cell is "mean reward (wins/seeds)", where a win is a reward above the kind's floor. Probes are
 ``statekit check``'s (``statekit.testing.probes``, default settings, step budget 1000); known exploits
@@ -16,6 +18,7 @@ passes, ``pay_approved`` posed even with nothing else to pay): the known exploit
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -72,6 +75,26 @@ def as_before() -> None:
     kinds["pay_approved"] = replace(kinds["pay_approved"], find=find_pay_approved)
 
 
+def render(results: list[dict[str, Any]], title: str) -> str:
+    """The markdown table of per-kind results (one dict per kind, as ``--out`` writes them)."""
+    kinds = [r["kind"] for r in results]
+    rows = {r["kind"]: r["rewards"] for r in results}
+    policies = sorted({p for r in results for p in r["rewards"]}, key=lambda p: (p.startswith("known"), p))
+    lines = [title, "", "| policy | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
+    for policy in policies:
+        cells = []
+        for kind in kinds:
+            rewards = rows[kind].get(policy, [])
+            wins = sum(1 for r in rewards if r > 0)
+            cells.append(f"{sum(rewards) / len(rewards):.2f} ({wins}/{len(rewards)})" if rewards else "-")
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    if any(r["probe_seconds"] for r in results):
+        lines.append(
+            "| probe seconds per seed | " + " | ".join(f"{r['probe_seconds']:.1f}" for r in results) + " |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,48 +104,50 @@ def main() -> int:
     parser.add_argument("--without-collateral", action="store_true")
     parser.add_argument("--as-before", action="store_true", help="the tasks as before issue 12")
     parser.add_argument("--no-probes", action="store_true", help="only the known exploits")
+    parser.add_argument("--out", default=None, help="also append each kind's results here (JSON lines)")
+    parser.add_argument("--table", nargs="+", default=None, help="only print the table of these --out files")
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
+    variant = " (as before issue 12)" if args.as_before else " (collateral check removed)"
+    title = f"seeds {args.seeds}{variant if args.as_before or args.without_collateral else ''}"
+    if args.table:
+        results = [json.loads(line) for path in args.table for line in Path(path).read_text().splitlines()]
+        print(render(results, title))
+        return 0
     if args.as_before:
         as_before()
     elif args.without_collateral:
         without_collateral()
     seeds = seed_list(args.seeds)
     settings = ProbeSettings()
-    table: dict[str, dict[str, list[float]]] = {}
-    seconds: dict[str, float] = {}
+    results: list[dict[str, Any]] = []
     with statekit.make("claims_app", db_url=args.db_url, max_steps=settings.budget) as env:
         kinds = args.kinds.split(",") if args.kinds else env.adapter.task_kinds()
         for kind in kinds:
             started = time.perf_counter()
-            table[kind] = {}
+            rewards: dict[str, list[float]] = {}
             if not args.no_probes:
                 report = check_exploits(env, seeds=seeds, settings=settings, kinds=[kind])
-                table[kind] = report.rewards().get(kind, {})
+                rewards = report.rewards().get(kind, {})
                 for note in report.notes:
                     print(f"note: {note}", file=sys.stderr)
                 for run in report.exploits:
                     print(f"EXPLOIT: {run.describe()}", file=sys.stderr)
-            seconds[kind] = (time.perf_counter() - started) / len(seeds)
+            probe_seconds = (time.perf_counter() - started) / len(seeds) if not args.no_probes else 0.0
             for name in EXPLOITS:
-                rewards = table[kind].setdefault(f"known: {name}", [])
+                played = rewards.setdefault(f"known: {name}", [])
                 for seed in seeds:
-                    rewards.append(play(env, seed=seed, kind=kind, exploit=name)[0])
-            print(f"{kind}: done ({seconds[kind]:.1f} s of probes per seed)", file=sys.stderr, flush=True)
-    policies = sorted({p for rows in table.values() for p in rows}, key=lambda p: (p.startswith("known"), p))
-    variant = " (as before issue 12)" if args.as_before else " (collateral check removed)"
-    print(f"seeds {args.seeds}{variant if args.as_before or args.without_collateral else ''}\n")
-    print("| policy | " + " | ".join(kinds) + " |")
-    print("|---" * (len(kinds) + 1) + "|")
-    for policy in policies:
-        cells = []
-        for kind in kinds:
-            rewards = table[kind].get(policy, [])
-            wins = sum(1 for r in rewards if r > 0)
-            cells.append(f"{sum(rewards) / len(rewards):.2f} ({wins}/{len(rewards)})" if rewards else "-")
-        print(f"| {policy} | " + " | ".join(cells) + " |")
-    if not args.no_probes:
-        print("| probe seconds per seed | " + " | ".join(f"{seconds[k]:.1f}" for k in kinds) + " |")
+                    try:
+                        played.append(play(env, seed=seed, kind=kind, exploit=name)[0])
+                    except statekit.ConfigError as exc:  # this seed's world poses no such task
+                        print(f"note: {name} on {kind!r} (seed {seed}): not played: {exc}", file=sys.stderr)
+            result = {"kind": kind, "seeds": args.seeds, "rewards": rewards, "probe_seconds": probe_seconds}
+            results.append(result)
+            if args.out:
+                with open(args.out, "a") as out:
+                    out.write(json.dumps(result) + "\n")
+            print(f"{kind}: done ({probe_seconds:.1f} s of probes per seed)", file=sys.stderr, flush=True)
+    print(render(results, title))
     return 0
 
 
