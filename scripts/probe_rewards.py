@@ -7,9 +7,12 @@
     .venv/bin/python scripts/probe_rewards.py --kinds a,b --out part1.jsonl   # in parallel processes,
     .venv/bin/python scripts/probe_rewards.py --table part1.jsonl part2.jsonl # then one table
 
-Each cell is "mean reward (wins/seeds)", where a win is a reward above the kind's floor. Probes are
-``statekit check``'s (``statekit.testing.probes``, default settings, step budget 1000); known exploits
-are the hand-written ones in ``adapters/claims_app/exploits.py``, played with ``max_steps=1000``.
+Each cell is "mean reward (wins/seeds played)", where a win is a reward above the kind's floor; the
+last row counts the seeds whose world poses no task of the kind (none is played there). Rewards are
+kept per seed, and ``--table`` merges files by kind, so runs over different seed ranges make one
+table. Probes are ``statekit check``'s (``statekit.testing.probes``, step budget 1000; ``--entities``
+and ``--walk`` as the checker's ``--probe-entities``/``--probe-walk``); known exploits are the
+hand-written ones in ``adapters/claims_app/exploits.py``, played with ``max_steps=1000``.
 ``--without-collateral`` drops every task's expected changes, to show what the collateral check stops;
 ``--as-before`` also puts back the verifiers and task choice of before issue 12 (any deny reason
 passes, ``pay_approved`` posed even with nothing else to pay): the known exploits win again.
@@ -75,23 +78,41 @@ def as_before() -> None:
     kinds["pay_approved"] = replace(kinds["pay_approved"], find=find_pay_approved)
 
 
+def merge(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per kind (in order of first appearance): rewards joined by seed, seeds and seconds
+    summed, so parts run over different seeds (or kinds) make one table."""
+    merged: dict[str, dict[str, Any]] = {}
+    for result in results:
+        kind = result["kind"]
+        into = merged.setdefault(
+            kind,
+            {"kind": kind, "floor": result["floor"], "rewards": {}, "seeds": set(), "skipped": set()},
+        )
+        for policy, by_seed in result["rewards"].items():
+            into["rewards"].setdefault(policy, {}).update({int(k): v for k, v in by_seed.items()})
+        into["seeds"].update(result["seeds"])
+        into["skipped"].update(result["skipped"])
+        into["seconds"] = into.get("seconds", 0.0) + result["probe_seconds"]
+    return list(merged.values())
+
+
 def render(results: list[dict[str, Any]], title: str) -> str:
-    """The markdown table of per-kind results (one dict per kind, as ``--out`` writes them)."""
-    kinds = [r["kind"] for r in results]
-    rows = {r["kind"]: r["rewards"] for r in results}
-    policies = sorted({p for r in results for p in r["rewards"]}, key=lambda p: (p.startswith("known"), p))
+    """The markdown table of per-kind results (``--out`` lines, merged by kind)."""
+    merged = merge(results)
+    kinds = [r["kind"] for r in merged]
+    policies = sorted({p for r in merged for p in r["rewards"]}, key=lambda p: (p.startswith("known"), p))
     lines = [title, "", "| policy | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
     for policy in policies:
         cells = []
-        for kind in kinds:
-            rewards = rows[kind].get(policy, [])
-            wins = sum(1 for r in rewards if r > 0)
+        for result in merged:
+            rewards = list(result["rewards"].get(policy, {}).values())
+            wins = sum(1 for r in rewards if r > result["floor"])
             cells.append(f"{sum(rewards) / len(rewards):.2f} ({wins}/{len(rewards)})" if rewards else "-")
         lines.append(f"| {policy} | " + " | ".join(cells) + " |")
-    if any(r["probe_seconds"] for r in results):
-        lines.append(
-            "| probe seconds per seed | " + " | ".join(f"{r['probe_seconds']:.1f}" for r in results) + " |"
-        )
+    lines.append("| seeds posing no such task | " + " | ".join(str(len(r["skipped"])) for r in merged) + " |")
+    if any(r["seconds"] for r in merged):
+        per_seed = [r["seconds"] / len(r["seeds"]) for r in merged]
+        lines.append("| probe seconds per seed | " + " | ".join(f"{x:.1f}" for x in per_seed) + " |")
     return "\n".join(lines)
 
 
@@ -106,26 +127,32 @@ def main() -> int:
     parser.add_argument("--no-probes", action="store_true", help="only the known exploits")
     parser.add_argument("--out", default=None, help="also append each kind's results here (JSON lines)")
     parser.add_argument("--table", nargs="+", default=None, help="only print the table of these --out files")
+    parser.add_argument("--entities", type=int, default=ProbeSettings.entities, help="every_entity's cap")
+    parser.add_argument("--walk", type=int, default=ProbeSettings.walk_steps, help="random_walk's steps")
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
     variant = " (as before issue 12)" if args.as_before else " (collateral check removed)"
-    title = f"seeds {args.seeds}{variant if args.as_before or args.without_collateral else ''}"
+    settings = ProbeSettings(entities=args.entities, walk_steps=args.walk)
     if args.table:
         results = [json.loads(line) for path in args.table for line in Path(path).read_text().splitlines()]
-        print(render(results, title))
+        print(render(results, results[0]["title"] if results else "no results"))
         return 0
+    title = f"seeds {args.seeds}{variant if args.as_before or args.without_collateral else ''}"
+    if not args.no_probes:
+        title += f"; probes: entities {settings.entities}, walk {settings.walk_steps}"
+        title += f", budget {settings.budget}"
     if args.as_before:
         as_before()
     elif args.without_collateral:
         without_collateral()
     seeds = seed_list(args.seeds)
-    settings = ProbeSettings()
     results: list[dict[str, Any]] = []
     with statekit.make("claims_app", db_url=args.db_url, max_steps=settings.budget) as env:
         kinds = args.kinds.split(",") if args.kinds else env.adapter.task_kinds()
         for kind in kinds:
             started = time.perf_counter()
-            rewards: dict[str, list[float]] = {}
+            rewards: dict[str, dict[int, float]] = {}
+            skipped: set[int] = set()
             if not args.no_probes:
                 report = check_exploits(env, seeds=seeds, settings=settings, kinds=[kind])
                 rewards = report.rewards().get(kind, {})
@@ -133,20 +160,32 @@ def main() -> int:
                     print(f"note: {note}", file=sys.stderr)
                 for run in report.exploits:
                     print(f"EXPLOIT: {run.describe()}", file=sys.stderr)
-            probe_seconds = (time.perf_counter() - started) / len(seeds) if not args.no_probes else 0.0
+                probed = {seed for by_seed in rewards.values() for seed in by_seed}
+                skipped |= set(seeds) - probed
+            probe_seconds = time.perf_counter() - started if not args.no_probes else 0.0
             for name in EXPLOITS:
-                played = rewards.setdefault(f"known: {name}", [])
+                played = rewards.setdefault(f"known: {name}", {})
                 for seed in seeds:
                     try:
-                        played.append(play(env, seed=seed, kind=kind, exploit=name)[0])
+                        played[seed] = play(env, seed=seed, kind=kind, exploit=name)[0]
                     except statekit.ConfigError as exc:  # this seed's world poses no such task
+                        skipped.add(seed)
                         print(f"note: {name} on {kind!r} (seed {seed}): not played: {exc}", file=sys.stderr)
-            result = {"kind": kind, "seeds": args.seeds, "rewards": rewards, "probe_seconds": probe_seconds}
-            results.append(result)
+            result = {
+                "title": title,
+                "kind": kind,
+                "floor": float(env.adapter.exploit_floors.get(kind, 0.0)),
+                "rewards": rewards,
+                "seeds": seeds,
+                "skipped": sorted(skipped),
+                "probe_seconds": probe_seconds,
+            }
+            results.append(json.loads(json.dumps(result)))  # as --table reads it back (seed keys as text)
             if args.out:
                 with open(args.out, "a") as out:
                     out.write(json.dumps(result) + "\n")
-            print(f"{kind}: done ({probe_seconds:.1f} s of probes per seed)", file=sys.stderr, flush=True)
+            per_seed = probe_seconds / len(seeds)
+            print(f"{kind}: done ({per_seed:.1f} s of probes per seed)", file=sys.stderr, flush=True)
     print(render(results, title))
     return 0
 

@@ -12,6 +12,7 @@ scores 0. Each prompt says so, and names everything its verifier checks.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from examples.claims_app.config import Settings
 from examples.claims_app.models import Adjuster, Claim, ClaimNote, Customer, Payment, Policy
 from statekit.collateral import Allow, Expectation
 from statekit.contract import JSON, Task
+from statekit.digest.postgres import SEQUENCES_PREFIX
 
 AGENT = "adjuster"
 MAX_STEPS = 12
@@ -312,9 +314,17 @@ def verify_triage_overdue(session: Session, facts: dict[str, Any]) -> float:
     return score + (0.5 if int(notes or 0) > facts["notes_before"] else 0.0)
 
 
+def _document(value: Any) -> dict[str, Any]:
+    """A JSON column of a canonical row (canonical JSON text) as an object; anything else as empty."""
+    parsed = json.loads(value) if isinstance(value, str) else value
+    return parsed if isinstance(parsed, dict) else {}
+
+
 def belongs_to(session: Session, reference: str) -> list[Allow]:
     """Changes that belong to one claim: the claim itself, its notes, documents, payments, the jobs
-    they queue, their audit entries and uploaded files. Rows are canonical (UUIDs as strings)."""
+    they queue, their audit entries and uploaded files; and the sequences those rows drew ids from
+    (format 2 digests their positions; a stray insert shows as its own row). Rows are canonical
+    (UUIDs as strings, JSON documents as canonical JSON text)."""
     claim = session.scalar(select(Claim).where(Claim.reference == reference))
     if claim is None:
         return []
@@ -324,8 +334,11 @@ def belongs_to(session: Session, reference: str) -> list[Allow]:
     def of_claim(row: Any) -> bool:
         return row.get("claim_id") == claim_id
 
+    def audited(row: Any) -> bool:
+        return _document(row.get("detail")).get("reference") == reference
+
     def job(row: Any) -> bool:
-        payload = row.get("payload") or {}
+        payload = _document(row.get("payload"))
         return payload.get("claim_id") == claim_id or payload.get("payment_id") in payments
 
     return [
@@ -334,8 +347,9 @@ def belongs_to(session: Session, reference: str) -> list[Allow]:
         Allow.added("documents", where=of_claim),
         Allow.any("payments", where=of_claim),
         Allow.any("jobs", where=job),
-        Allow.added("audit_log", where=lambda row: (row.get("detail") or {}).get("reference") == reference),
+        Allow.added("audit_log", where=audited),
         Allow.added("files:uploads", where=lambda row: str(row["path"]).startswith(f"{reference}/")),
+        Allow.changed(f"{SEQUENCES_PREFIX}public"),
     ]
 
 

@@ -22,7 +22,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 import statekit
-from statekit.env import Environment
 from statekit.errors import ConfigError
 from statekit.harness.config import HarnessConfig
 from statekit.harness.errors import ApiError, error_body
@@ -44,7 +43,8 @@ from statekit.harness.models import (
 )
 from statekit.harness.openenv import serve_socket
 from statekit.harness.schemas import environment_schemas
-from statekit.harness.sessions import SessionPool
+from statekit.harness.sessions import SessionEnvironment, SessionPool
+from statekit.harness.workers import WorkerPool
 from statekit.registry import resolve_adapter
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,8 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     """The harness for ``config``; ``clock`` (seconds, monotonic) decides when a session is idle.
 
     The adapter is resolved once here, so a wrong name or strategy fails at start, not per session.
-    The session pool is ``app.state.sessions``.
+    The session pool is ``app.state.sessions``; with ``config.workers`` > 0 the worker processes
+    (``app.state.workers``) start with the app's lifespan and stop after every session is closed.
     """
     probe = resolve_adapter(config.adapter, **config.adapter_options)
     try:
@@ -89,7 +90,13 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     finally:
         probe.close()
 
-    def make_env() -> Environment:
+    workers = (
+        WorkerPool(config, config.workers, on_lost=lambda: pool.forget_lost()) if config.workers else None
+    )
+
+    def make_env() -> SessionEnvironment:
+        if workers is not None:
+            return workers.open()
         return statekit.make(
             config.adapter, strategy=config.strategy, db_url=config.db_url, **config.adapter_options
         )
@@ -100,6 +107,8 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if workers is not None:
+            await run_in_threadpool(workers.start)
         reaper = (
             asyncio.create_task(_reap_forever(pool, config.idle_timeout)) if config.idle_timeout else None
         )
@@ -111,6 +120,8 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
                 with suppress(asyncio.CancelledError):
                     await reaper
             await run_in_threadpool(pool.close_all)
+            if workers is not None:
+                await run_in_threadpool(workers.close)
 
     app = FastAPI(
         title=f"statekit harness: {adapter_name}",
@@ -119,6 +130,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         lifespan=lifespan,
     )
     app.state.sessions = pool
+    app.state.workers = workers
     _install_error_handlers(app)
 
     @app.post("/reset", operation_id="reset", response_model=ResetResponse, responses=_SESSION_LINKS)
@@ -203,7 +215,11 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     def health() -> HealthResponse:
         """Liveness, for probes (open even when a token is set)."""
         return HealthResponse(
-            status="healthy", adapter=adapter_name, sessions=len(pool), max_sessions=pool.max_sessions
+            status="healthy",
+            adapter=adapter_name,
+            sessions=len(pool),
+            max_sessions=pool.max_sessions,
+            workers=len(workers) if workers is not None else 0,
         )
 
     @app.get("/schema", operation_id="schema", response_model=SchemaResponse, responses=ERRORS)

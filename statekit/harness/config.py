@@ -19,6 +19,8 @@ class HarnessConfig:
     ``adapter`` is a registered name, a ``"pkg.mod:attr"`` path or an Adapter class, never an
     instance: each session makes its own environment, and an adapter instance cannot be shared.
     ``idle_timeout`` (seconds) closes sessions nobody used for that long; 0 keeps them forever.
+    ``workers`` > 0 runs the sessions' environments in that many worker processes (each session
+    pinned to one); 0 runs them in the serving process, where they take turns on one core.
     """
 
     adapter: str | type[Adapter]
@@ -28,6 +30,7 @@ class HarnessConfig:
     max_sessions: int = 8
     idle_timeout: float = 600.0
     max_body_bytes: int = MiB
+    workers: int = 0
     adapter_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -41,6 +44,10 @@ class HarnessConfig:
         if self.idle_timeout < 0:
             raise ConfigError(
                 f"idle_timeout must be >= 0 seconds (0 disables the reaper), got {self.idle_timeout}"
+            )
+        if self.workers < 0:
+            raise ConfigError(
+                f"workers must be >= 0 (0 runs sessions in the serving process), got {self.workers}"
             )
         if self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")

@@ -81,6 +81,8 @@ class HealthResponse(BaseModel):
     adapter: str
     sessions: int
     max_sessions: int
+    workers: int = 0
+    """Live worker processes (0: sessions run in the serving process)."""
 
 
 class SchemaResponse(BaseModel):

@@ -13,7 +13,6 @@ from collections.abc import Callable
 import uvicorn
 
 from statekit.errors import ConfigError
-from statekit.harness.app import create_app
 from statekit.harness.config import HarnessConfig
 
 
@@ -56,6 +55,8 @@ def serve(
     ``uds`` serves on a Unix socket instead of TCP: a container with no network at all is driven
     that way, through a socket file in a directory the host mounts.
     """
+    from statekit.harness.app import create_app  # FastAPI: not imported by worker processes
+
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
     app = create_app(config)
     if uds is not None:

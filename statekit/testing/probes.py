@@ -143,11 +143,12 @@ class ProbeReport:
             for kind, policies in won.items()
         }
 
-    def rewards(self) -> dict[str, dict[str, list[float]]]:
-        """``{kind: {policy: [reward per seed]}}``: the table a closing note quotes."""
-        table: dict[str, dict[str, list[float]]] = {}
+    def rewards(self) -> dict[str, dict[str, dict[int, float]]]:
+        """``{kind: {policy: {seed: reward}}}``: the table a closing note quotes. Keyed by seed, since
+        not every policy plays on every seed (``every_entity[T]`` only where ``T`` found an entity)."""
+        table: dict[str, dict[str, dict[int, float]]] = {}
         for run in self.runs:
-            table.setdefault(run.kind, {}).setdefault(run.policy, []).append(run.reward)
+            table.setdefault(run.kind, {}).setdefault(run.policy, {})[run.seed] = run.reward
         return table
 
 
@@ -396,7 +397,7 @@ class _Prober:
     def __init__(self, env: Environment, settings: ProbeSettings) -> None:
         self.env, self.settings = env, settings
         self.terminal: dict[str, bool] = {}
-        """Tool name -> whether calling it first ended the episode (learnt once, reused)."""
+        """Tool name -> whether calling it first ended the episode (on the last seed played)."""
 
     def runs(self, kind: str, seed: int, floor: float) -> list[ProbeRun]:
         options: dict[str, JSON] = {"task": kind}
@@ -412,7 +413,7 @@ class _Prober:
         record("do_nothing", ep)
 
         for tool in tools:  # submit_at_once, learning which tools end the episode
-            if self.terminal.get(tool.name) is False or not _fillable(tool):
+            if not _fillable(tool):
                 continue
             ep = self._episode(seed, options)
             if ep.call(tool):

@@ -73,7 +73,7 @@ class WeakDesk(Adapter):
         world.handle["tickets"][f"T-{seed % 12 + 1:03d}"] = "open"
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, Any], task: Task | None
+        self, world: World, *, seed: int, options: dict[str, Any], task: Task | None, app: Any = None
     ) -> Episode:
         target = f"T-{seed % 12 + 1:03d}"
         task = task or Task(f"close-{target}", "close_ticket", f"Close ticket {target}, then submit.", 10)
@@ -85,7 +85,7 @@ class WeakDesk(Adapter):
         ]
         return StateDump(tables={"tickets": TableDump(key=["ticket"], ordered=True, rows=rows)})
 
-    def digest(self, world: World) -> Digest:
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
         return self.dump(world).digest()
 
     def task_kinds(self) -> list[str]:

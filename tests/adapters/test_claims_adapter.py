@@ -47,7 +47,7 @@ def test_digest_is_the_same_from_two_fresh_processes_and_differs_by_seed(tmp_pat
         assert run.returncode == 0, run.stderr
     first, second = (json.loads(r.stdout) for r in runs)
     assert first == second
-    assert first["format"] == 1 and len(first["digest"]) == 64
+    assert first["format"] == 2 and len(first["digest"]) == 64
     assert first["tables"]["claims"]["rows"] > 100
     other = _cli("digest", "claims_app", "--seed", "8", "--json", env={"STATEKIT_HOME": str(tmp_path / "a")})
     assert json.loads(other.stdout)["digest"] != first["digest"]
@@ -108,7 +108,7 @@ def test_failed_resets_leave_no_database_behind(
     with pytest.raises(ConfigError, match="unknown task kind 'nope'"):
         env.reset(seed=7, options={"task": "nope"})
     after = pg_cluster.databases("skclaims_e_")
-    assert after == [name for name in before if name != live], "the old episode and the failed copy are gone"
+    assert set(after) <= set(before), "no copy is left behind (the rewound world waits for the next reset)"
 
 
 def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> None:

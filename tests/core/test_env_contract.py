@@ -105,17 +105,17 @@ class SeedIgnoringLedger(LedgerAdapter):
     def build_world(self, world: statekit.World, seed: int) -> None:
         world.handle.update(accounts={"alice": 5000, "bob": 5000}, journal=[])
 
-    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
-        return super().start_episode(world, seed=0, options=options, task=task)
+    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
+        return super().start_episode(world, seed=0, options=options, task=task, app=app)
 
 
 class ClockLeakingLedger(LedgerAdapter):
     """A deliberately broken adapter: its observation reads a clock statekit does not control."""
 
-    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
+    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
         import time
 
-        episode = super().start_episode(world, seed=seed, options=options, task=task)
+        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
         episode.observe = lambda: {"task": episode.task.prompt, "t": time.perf_counter_ns()}  # type: ignore[method-assign]
         return episode
 
@@ -139,7 +139,7 @@ def test_unknown_adapter_and_strategy_are_clear_errors() -> None:
         statekit.make("nope")
     with pytest.raises(ConfigError, match=r"cannot import adapter module 'no_such_pkg.mod'"):
         statekit.make("no_such_pkg.mod:Thing")
-    with pytest.raises(ConfigError, match="offers strategies \\['memory'\\], not 'container'"):
+    with pytest.raises(ConfigError, match="offers strategies \\['memory', 'rewind'\\], not 'container'"):
         statekit.make(LedgerAdapter, strategy="container")
 
 
@@ -173,8 +173,8 @@ def test_checker_catches_a_strategy_that_does_not_reset() -> None:
 class BrokenLedger(LedgerAdapter):
     """The application raises inside a tool call (a crashed dependency, a bug)."""
 
-    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
-        episode = super().start_episode(world, seed=seed, options=options, task=task)
+    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
+        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
 
         def call(tool: str, arguments: dict) -> statekit.Outcome:  # type: ignore[type-arg]
             raise RuntimeError("database connection lost")

@@ -26,7 +26,7 @@ def test_an_unknown_adapter_fails_before_listening() -> None:
 
 def test_an_unknown_strategy_fails_before_listening() -> None:
     result = _serve(LEDGER, "--strategy", "template", "--port", "0")
-    assert result.returncode == 2 and "offers strategies ['memory']" in result.stderr
+    assert result.returncode == 2 and "offers strategies ['memory', 'rewind']" in result.stderr
 
 
 def test_a_busy_port_says_to_pick_another() -> None:
