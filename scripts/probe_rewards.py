@@ -12,7 +12,8 @@ last row counts the seeds whose world poses no task of the kind (none is played 
 kept per seed, and ``--table`` merges files by kind, so runs over different seed ranges make one
 table. Probes are ``statekit check``'s (``statekit.testing.probes``, step budget 1000; ``--entities``
 and ``--walk`` as the checker's ``--probe-entities``/``--probe-walk``); known exploits are the
-hand-written ones in ``adapters/claims_app/exploits.py``, played with ``max_steps=1000``.
+hand-written ones in ``adapters/claims_app/exploits.py``, played with ``max_steps=1000`` on the kinds
+they were written against (``TARGETS``; ``--known-everywhere``: on every kind).
 ``--without-collateral`` drops every task's expected changes, to show what the collateral check stops;
 ``--as-before`` also puts back the verifiers and task choice of before issue 12 (any deny reason
 passes, ``pay_approved`` posed even with nothing else to pay): the known exploits win again.
@@ -36,7 +37,7 @@ from sqlalchemy.orm import Session
 
 import statekit
 from adapters.claims_app import ClaimsEpisode, tasks
-from adapters.claims_app.exploits import EXPLOITS, play
+from adapters.claims_app.exploits import EXPLOITS, TARGETS, play
 from statekit.testing.probes import ProbeSettings, check_exploits
 
 
@@ -129,6 +130,7 @@ def main() -> int:
     parser.add_argument("--table", nargs="+", default=None, help="only print the table of these --out files")
     parser.add_argument("--entities", type=int, default=ProbeSettings.entities, help="every_entity's cap")
     parser.add_argument("--walk", type=int, default=ProbeSettings.walk_steps, help="random_walk's steps")
+    parser.add_argument("--known-everywhere", action="store_true", help="known exploits on every kind")
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
     variant = " (as before issue 12)" if args.as_before else " (collateral check removed)"
@@ -164,6 +166,8 @@ def main() -> int:
                 skipped |= set(seeds) - probed
             probe_seconds = time.perf_counter() - started if not args.no_probes else 0.0
             for name in EXPLOITS:
+                if kind not in TARGETS[name] and not args.known_everywhere:
+                    continue
                 played = rewards.setdefault(f"known: {name}", {})
                 for seed in seeds:
                     try:
