@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import Allow, Change, ChangeSet, Expectation, Verdict
 from statekit.contract import FixtureSource, State, StepResult, Task, Tool
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.controls import clock
@@ -44,6 +46,7 @@ def make(
     prewarm: int = 0,
     max_steps: int | None = None,
     disable_controls: tuple[str, ...] = (),
+    exclude_tasks: Sequence[str] = (),
     **adapter_options: Any,
 ) -> Environment:
     """A ready environment, like ``gymnasium.make``.
@@ -53,8 +56,16 @@ def make(
     ``db_url`` points database strategies at a server; without it statekit starts its embedded one.
     ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
     ``disable_controls`` switches determinism controls off by name, only to prove they matter.
+    ``exclude_tasks`` leaves task kinds out of the pool (``statekit check``'s ``excluded_tasks``).
     """
     resolved = resolve_adapter(adapter, **adapter_options)
+    unknown = sorted(set(exclude_tasks) - set(resolved.task_kinds()))
+    if unknown:
+        resolved.close()
+        raise ConfigError(
+            f"exclude_tasks names unknown task kinds {unknown}; {resolved.name!r} has {resolved.task_kinds()}"
+        )
+    resolved.excluded_tasks = frozenset(exclude_tasks)
     name = strategy or resolved.strategies[0]
     if name not in resolved.strategies:
         resolved.close()
@@ -82,6 +93,9 @@ def make(
 __all__ = [
     "ActionError",
     "Adapter",
+    "Allow",
+    "Change",
+    "ChangeSet",
     "Composite",
     "ConfigError",
     "Control",
@@ -92,6 +106,7 @@ __all__ = [
     "Environment",
     "EnvironmentLost",
     "Episode",
+    "Expectation",
     "FixtureSource",
     "Outcome",
     "Prewarmed",
@@ -109,6 +124,7 @@ __all__ = [
     "TableDump",
     "Task",
     "Tool",
+    "Verdict",
     "Violation",
     "World",
     "allow_egress",

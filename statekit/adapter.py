@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from statekit.collateral import Expectation
 from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.base import Control
 from statekit.digest.compute import Digest
@@ -54,6 +55,14 @@ class Episode(ABC):
     @abstractmethod
     def score(self) -> float:
         """The verifier: a reward computed from the world's current state, never from the transcript."""
+
+    def expected_changes(self) -> Expectation | None:
+        """The changes the task expects (``statekit.collateral``); any other change the episode made
+        zeroes the reward, or costs the declared penalty. None: the task declares nothing (no check).
+
+        Called right after ``score`` when it is above 0 (a 0 cannot fall further), under the same
+        controls; it may read the world (to find ids)."""
+        return None
 
     def quiesce(self) -> None:  # noqa: B027 - optional hook
         """Release connections to the world (before it is cloned for a snapshot or dropped)."""
@@ -160,6 +169,19 @@ class Adapter(ABC):
 
     probe_tasks: dict[str, str] = {}
     """Per control, a task kind whose reference script exercises it (the control checks replay it)."""
+
+    excluded_tasks: frozenset[str] = frozenset()
+    """Set by ``statekit.make(exclude_tasks=...)``: task kinds the pool leaves out (``statekit check``
+    lists the ones whose reference fails or that a probe wins in ``excluded_tasks``). The adapter's
+    own task choice honours it (``task_pool``) and refuses a request for an excluded kind."""
+
+    def task_pool(self) -> list[str]:
+        """The task kinds an episode may pose: ``task_kinds()`` less the excluded ones."""
+        return [kind for kind in self.task_kinds() if kind not in self.excluded_tasks]
+
+    exploit_floors: dict[str, float] = {}
+    """Per task kind, the most a degenerate policy may earn (``statekit.testing.probes``); default 0.
+    A kind with partial credit for, say, reading the right record may declare that much."""
 
     def live_services(self) -> AbstractContextManager[dict[str, Any]]:
         """For adapters that replay outbound traffic: start the real services and yield the adapter

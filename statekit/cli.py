@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import statekit
@@ -27,6 +28,7 @@ from statekit.divergence import drift, first_divergence
 from statekit.errors import StatekitError
 from statekit.testing import (
     NOT_CHECKED,
+    ProbeSettings,
     check_controls,
     check_env,
     controls_to_check,
@@ -225,8 +227,18 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
+    probes = (
+        None if args.skip_probes else ProbeSettings(args.probe_budget, args.probe_entities, args.probe_walk)
+    )
     with _env(args) as env:
-        report = check_env(env, seeds=seeds, repeats=args.repeats, task_repeats=args.task_repeats)
+        report = check_env(
+            env,
+            seeds=seeds,
+            repeats=args.repeats,
+            task_repeats=args.task_repeats,
+            probes=probes,
+            probe_seeds=_seed_list(args.probe_seeds) if args.probe_seeds else None,
+        )
         probed, unprobed = controls_to_check(env)
     if not report.coverage or args.skip_controls:
         why = "--skip-controls" if args.skip_controls else "coverage failed"
@@ -256,14 +268,19 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), sort_keys=True))
     else:
         names = ["deterministic", "seeds_differ", "reset_restores_initial", "coverage", "tasks_valid"]
-        verdicts = {name: getattr(report, name) for name in names}
+        verdicts: dict[str, bool | None] = {name: getattr(report, name) for name in names}
+        verdicts["tasks_robust"] = report.tasks_robust
         verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
         verdicts["rewind_order"] = report.rewind_order
         for name, ok in verdicts.items():
             shown = "[yellow]not checked[/]" if ok is None else "[green]ok[/]" if ok else "[red]FAIL[/]"
             console.print(f"{name:<24} {shown}")
         for problem in report.problems:
-            console.print(f"  [red]-[/] {problem}")
+            console.print(f"  [red]-[/] {escape(problem)}")
+        for note in report.notes:
+            console.print(f"  [yellow]-[/] {escape(note)}")
+        if report.excluded_tasks:
+            console.print(f"excluded from the task pool: {', '.join(sorted(report.excluded_tasks))}")
     return 0 if report.ok else 1
 
 
@@ -492,6 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--task-repeats", type=int, default=5)
     check.add_argument("--json", action="store_true")
     check.add_argument("--skip-controls", action="store_true", help="skip the control-removal checks")
+    check.add_argument("--skip-probes", action="store_true", help="skip the exploit probes (tasks_robust)")
+    check.add_argument("--probe-seeds", default=None, help="seeds for the exploit probes (default: --seeds)")
+    defaults = ProbeSettings()
+    check.add_argument("--probe-budget", type=int, default=defaults.budget, help="step cap while probing")
+    check.add_argument(
+        "--probe-entities", type=int, default=defaults.entities, help="entities per tool in every_entity"
+    )
+    check.add_argument(
+        "--probe-walk", type=int, default=defaults.walk_steps, help="steps of the random-walk probe"
+    )
     check.set_defaults(func=cmd_check)
 
     serve = sub.add_parser("serve", help="serve an environment over HTTP, OpenEnv's protocol and Gymnasium")

@@ -19,9 +19,15 @@ class Tool:
     name: str
     description: str
     input_schema: dict[str, JSON]
+    read_only: bool = False
+    """MCP's ``readOnlyHint``: the tool changes nothing. statekit's exploit probes look around with
+    read-only tools and spend no every-entity episode on them; the default assumes a tool writes."""
 
     def as_dict(self) -> dict[str, JSON]:
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+        out = {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+        if self.read_only:
+            out["annotations"] = {"readOnlyHint": True}
+        return out
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import ChangeSet, GoldenDumps, Verdict
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
 from statekit.determinism.egress import EgressScope
@@ -115,6 +116,10 @@ class Environment:
         self._starts: OrderedDict[str, _Start] = OrderedDict()
         self.last_reset_cache = ""
         self._egress.open()  # from here until close(), nothing in this process reaches out unannounced
+        self._golden_dumps = GoldenDumps()
+        self.last_verdict: Verdict | None = None
+        """The collateral verdict of the last scored episode (None when its task declares no expectation,
+        or its verifier scored 0)."""
 
     # -- the contract -------------------------------------------------------------------------
     @property
@@ -192,6 +197,8 @@ class Environment:
         truncated = not terminated and self._step_count >= self._max_steps(episode)
         self._done = terminated or truncated
         info = {"episode_id": self._episode_id, "step": self._step_count, **noted}
+        if terminated and self.last_verdict is not None:
+            info["verdict"] = self.last_verdict.as_dict()
         return StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple()
 
     def state(self) -> State:
@@ -221,6 +228,25 @@ class Environment:
     def dump(self) -> StateDump:
         """The canonical rows of the current world (what its digest is computed from)."""
         return self.adapter.dump(self.world)
+
+    def changes(self) -> ChangeSet:
+        """Every row the current episode's world changed since its seed's golden (the digest's rows).
+
+        The one door for collateral-damage checks (``statekit.collateral``): the golden's dump is
+        computed once per world key (from a fresh copy) and diffed with the world's dump now.
+        """
+        self._require_episode()
+        seed = self._seed
+        golden = self._golden_dumps.get(world_key(self._fingerprint, seed), lambda: self._golden_dump(seed))
+        return ChangeSet.between(golden, self.dump())
+
+    def _golden_dump(self, seed: int) -> StateDump:
+        cache = self.last_reset_cache  # reports the last reset, not this look at the golden
+        try:
+            with self.open_world(seed) as world:
+                return self.adapter.dump(world)
+        finally:
+            self.last_reset_cache = cache
 
     @contextmanager
     def open_world(self, seed: int) -> Iterator[World]:
@@ -452,9 +478,15 @@ class Environment:
         return StepResult(observation, 0.0, False, True, info).as_tuple()
 
     def _score(self) -> float:
+        """The verifier's score, held against the episode's stray changes when its task declares
+        the changes it expects (``Episode.expected_changes``)."""
         assert self._episode is not None and self._controls is not None
         with self._controls.active():
-            return float(self._episode.score())
+            score = float(self._episode.score())
+            # a score of 0 cannot fall further: its expectation and changes are not needed
+            expectation = self._episode.expected_changes() if score > 0 else None
+        self.last_verdict = None if expectation is None else expectation.judge(score, self.changes())
+        return score if self.last_verdict is None else self.last_verdict.reward
 
     def _max_steps(self, episode: Episode) -> int:
         return self.max_steps_override or episode.task.max_steps

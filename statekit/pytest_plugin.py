@@ -8,8 +8,11 @@ In ``pyproject.toml``::
 
 For each adapter it adds ``test_reset_is_deterministic``, ``test_seeds_differ`` and
 ``test_reset_restores_initial``, each with exactly the assertions of the determinism checks, using the
-adapter's reference script for the first seed's task. A database URL can be given with
-``--statekit-db-url`` (else the embedded default starts).
+adapter's reference script for the first seed's task, and per task kind
+``test_rewards_resist_exploits[KIND]``: the checker's exploit probes (``statekit.testing.probes``) on
+the first seed, none of which may beat the kind's floor. ``statekit_probe_entities`` and
+``statekit_probe_walk`` set how hard they push (the probes' step budget stays the checker's). A
+database URL can be given with ``--statekit-db-url`` (else the embedded default starts).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from typing import Any
 import pytest
 
 import statekit
-from statekit.testing import reference_script, rollout
+from statekit.testing import ProbeSettings, check_exploits, reference_script, rollout
 
 CHECKS = ("test_reset_is_deterministic", "test_seeds_differ", "test_reset_restores_initial")
+EXPLOITS = "test_rewards_resist_exploits"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,6 +35,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "statekit_adapters", "adapters to generate determinism tests for", type="linelist", default=[]
     )
     parser.addini("statekit_seeds", "two seeds for the determinism tests", default="7,8")
+    defaults = ProbeSettings()
+    parser.addini(
+        "statekit_probe_entities",
+        "entities per tool in the every_entity probe",
+        default=str(defaults.entities),
+    )
+    parser.addini("statekit_probe_walk", "steps of the random-walk probe", default=str(defaults.walk_steps))
     parser.addoption("--statekit-db-url", default=None, help="PostgreSQL admin URL for generated tests")
 
 
@@ -53,18 +64,24 @@ class _EnvPool:
 
 
 class StatekitCheck(pytest.Item):
-    """One generated determinism test."""
+    """One generated determinism test (or, with ``kind``, the exploit probes of one task kind)."""
 
-    def __init__(self, *, adapter: str, check: str, seeds: tuple[int, int], **kwargs: Any) -> None:
+    def __init__(
+        self, *, adapter: str, check: str, seeds: tuple[int, int], kind: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.adapter = adapter
         self.check = check
         self.seeds = seeds
+        self.kind = kind
 
     def runtest(self) -> None:
         pool: _EnvPool = self.config.stash[_POOL]
         env = pool.get(self.adapter)
         a, b = self.seeds
+        if self.kind is not None:
+            _resist_exploits(env, self.kind, a, self.config)
+            return
         script = reference_script(env, a)
         _RUNNERS[self.check](env, a, b, script)
 
@@ -92,6 +109,16 @@ def _restores(env: statekit.Environment, a: int, b: int, script: list[dict[str, 
     _, info = env.reset(seed=a)
     assert mutated != initial
     assert info["digest"] == initial
+
+
+def _resist_exploits(env: statekit.Environment, kind: str, seed: int, config: pytest.Config) -> None:
+    settings = ProbeSettings(
+        entities=int(config.getini("statekit_probe_entities")),
+        walk_steps=int(config.getini("statekit_probe_walk")),
+    )
+    report = check_exploits(env, seeds=[seed], kinds=[kind], settings=settings)
+    assert report.runs, f"no probe ran on task {kind!r}: {report.notes}"
+    assert not report.exploits, "\n".join(run.describe() for run in report.exploits)
 
 
 _RUNNERS: dict[str, Callable[[statekit.Environment, int, int, list[dict[str, Any]]], None]] = {
@@ -132,6 +159,26 @@ def pytest_collection_modifyitems(
                     seeds=seeds,
                 )
             )
+        for kind in _task_kinds(adapter):
+            name = f"statekit[{adapter}]::{EXPLOITS}[{kind}]"
+            items.append(
+                StatekitCheck.from_parent(
+                    session, name=name, nodeid=name, adapter=adapter, check=EXPLOITS, seeds=seeds, kind=kind
+                )
+            )
+
+
+def _task_kinds(adapter: str) -> list[str]:
+    """The adapter's task kinds, known without a world (resolving an adapter builds nothing). An
+    adapter that cannot be resolved has none here: its determinism tests fail, saying why."""
+    try:
+        resolved = statekit.resolve_adapter(adapter)
+    except Exception:
+        return []
+    try:
+        return list(resolved.task_kinds())
+    finally:
+        resolved.close()
 
 
 def _only_files_named(config: pytest.Config) -> bool:

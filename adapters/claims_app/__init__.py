@@ -38,6 +38,7 @@ from examples.claims_app.db import create_schema, make_engine, make_session_fact
 from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import Expectation
 from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.base import Control
 from statekit.determinism.jobs import DrainJobs
@@ -178,6 +179,10 @@ class ClaimsEpisode(Episode):
     def score(self) -> float:
         with self.app.sessions() as session:
             return KINDS[self.task.kind].verify(session, self.task.facts)
+
+    def expected_changes(self) -> Expectation:
+        with self.app.sessions() as session:
+            return KINDS[self.task.kind].expect(session, self.task.facts)
 
     def quiesce(self) -> None:
         self.app.engine.dispose()
@@ -374,7 +379,8 @@ class ClaimsAdapter(Adapter):
             requested = options.get("task")
             with app.sessions() as session:
                 try:
-                    task = choose_task(session, seed, str(requested) if requested is not None else None)
+                    wanted = str(requested) if requested is not None else None
+                    task = choose_task(session, seed, wanted, self.task_pool())
                 except ValueError as exc:
                     raise ConfigError(str(exc)) from exc
             app.engine.dispose()

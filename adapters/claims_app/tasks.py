@@ -2,12 +2,19 @@
 
 A task's hidden facts (which claim is the duplicate, what payout is right) live in ``Task.facts``,
 which no tool can read; verifiers score the final database state, never the transcript.
+
+Every kind also declares the changes it expects (``expect``): the target claim and what belongs to
+it (its notes, documents, payments, their jobs, audit entries and uploaded files). statekit holds
+every other change against the reward (``statekit.collateral``), so "deny every claim in sight"
+scores 0. Each prompt says so, and names everything its verifier checks.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -21,7 +28,9 @@ from examples.claims_app import rules
 from examples.claims_app.clock import as_utc, utcnow
 from examples.claims_app.config import Settings
 from examples.claims_app.models import Adjuster, Claim, ClaimNote, Customer, Payment, Policy
+from statekit.collateral import Allow, Expectation
 from statekit.contract import JSON, Task
+from statekit.digest.postgres import SEQUENCES_PREFIX
 
 AGENT = "adjuster"
 MAX_STEPS = 12
@@ -83,11 +92,17 @@ def _valid(session: Session, claim: Claim, policy: Policy) -> bool:
     )
 
 
+TRIAGE_PENALTY = 0.25
+"""What each stray change costs in ``triage_overdue``, the one kind with partial credit."""
+ONLY_THIS = "Change nothing else: any change to another claim or record (the audit trail included) scores 0."
+
+
 def _decide_prompt(ref: str) -> str:
     return (
         f"Process claim {ref}. Check it against the rules (filed within 30 days of the incident, policy "
         "active on the incident date, amount within coverage, not a duplicate). If it passes, triage and "
-        "approve it; if not, deny it with a reason that names the rule. Then call submit."
+        "approve it; if not, deny it with a reason that names the rule it breaks (for a late claim, say "
+        f"it was filed late). Then call submit. {ONLY_THIS}"
     )
 
 
@@ -137,23 +152,24 @@ def find_deny_duplicate(session: Session, rng: random.Random) -> dict[str, Any] 
     dup, original, original_status, policy_number = rng.choice(pairs)
     prompt = (
         f"The policyholder of policy {policy_number} seems to have reported the same loss twice. Find the "
-        "duplicate claim (the one filed later), deny it with a reason, leave the original as it is, "
-        "then submit."
+        "duplicate claim (the one filed later), deny it with a reason that names the original claim's "
+        f"reference, leave the original as it is, then submit. {ONLY_THIS}"
     )
     return {"reference": dup, "original": original, "original_status": original_status, "prompt": prompt}
 
 
 def find_pay_approved(session: Session, rng: random.Random) -> dict[str, Any] | None:
-    paid = select(Payment.claim_id)
-    pool = [
-        c.reference
-        for c, _ in _open_claims(session)
-        if c.status == "approved" and c.id not in set(session.scalars(paid))
-    ]
-    if not pool:
+    paid = set(session.scalars(select(Payment.claim_id)))
+    unpaid = {c.reference: c for c, _ in _open_claims(session) if c.status == "approved" and c.id not in paid}
+    if not unpaid:
         return None
-    ref = rng.choice(pool)
-    prompt = f"Claim {ref} was approved but has not been paid. Get the policyholder paid, then submit."
+    ref = rng.choice(list(unpaid))
+    payable = [r for r, c in unpaid.items() if (c.approved_amount or 0) > 0]
+    if ref not in payable or len(payable) < 2:  # with nothing else payable, "pay every claim" solves it
+        return None
+    prompt = (
+        f"Claim {ref} was approved but has not been paid. Get the policyholder paid, then submit. {ONLY_THIS}"
+    )
     return {"reference": ref, "prompt": prompt}
 
 
@@ -170,7 +186,8 @@ def find_triage_overdue(session: Session, rng: random.Random) -> dict[str, Any] 
         f"Claim {claim.reference} has had no activity for {days} days and breaches the "
         f"{Settings.sla_days}-day "
         "SLA. Triage it with high priority and add a note explaining the next step, then submit. "
-        "(Partial credit: half for the triage at high priority, half for the note.)"
+        "(Partial credit: half for the triage at high priority, half for the note; every change to "
+        f"another claim or record, the audit trail included, costs {TRIAGE_PENALTY}, down to 0.)"
     )
     return {"reference": claim.reference, "notes_before": int(notes or 0), "prompt": prompt}
 
@@ -209,14 +226,15 @@ def find_file_new_claim(session: Session, rng: random.Random) -> dict[str, Any] 
     prompt = (
         f"{customer.full_name} (policy {policy.policy_number}) phoned: {loss.lower()} at their home, "
         f"{customer.address_line1}, {customer.city} {customer.postcode}, {customer.country}, on "
-        f"{incident.isoformat()}. They estimate the loss at ${amount}. File the claim, then submit."
+        f"{incident.isoformat()}. They estimate the loss at ${amount}. File the claim, then submit. "
+        "Change nothing else: any other claim filed, or change to another record, scores 0."
     )
     return {"claim": claim, "reference": "", "prompt": prompt}
 
 
-def verify_file_new_claim(session: Session, facts: dict[str, Any]) -> float:
+def _filed(session: Session, facts: dict[str, Any]) -> list[Claim]:
     want = facts["claim"]
-    found = (
+    return list(
         session.execute(
             select(Claim)
             .join(Policy, Claim.policy_id == Policy.id)
@@ -229,6 +247,10 @@ def verify_file_new_claim(session: Session, facts: dict[str, Any]) -> float:
         .scalars()
         .all()
     )
+
+
+def verify_file_new_claim(session: Session, facts: dict[str, Any]) -> float:
+    found = _filed(session, facts)
     ok = (
         len(found) == 1
         and found[0].status == "submitted"
@@ -250,14 +272,25 @@ def verify_approve_valid(session: Session, facts: dict[str, Any]) -> float:
     return 1.0 if ok else 0.0
 
 
-def verify_denied(session: Session, facts: dict[str, Any]) -> float:
+LATE_WORDS = re.compile(r"\blate\b|filing window|30 days|thirty days|deadline", re.IGNORECASE)
+
+
+def _denied_saying(session: Session, facts: dict[str, Any], says: Callable[[str], bool]) -> float:
     claim = _claim(session, facts["reference"])
-    return 1.0 if claim.status == "denied" and (claim.decision_reason or "").strip() else 0.0
+    return 1.0 if claim.status == "denied" and says(claim.decision_reason or "") else 0.0
+
+
+def verify_deny_late_filing(session: Session, facts: dict[str, Any]) -> float:
+    """Denied, with a reason naming the filing rule (the prompt asks for it)."""
+    return _denied_saying(session, facts, lambda reason: bool(LATE_WORDS.search(reason)))
 
 
 def verify_deny_duplicate(session: Session, facts: dict[str, Any]) -> float:
+    """Denied, with a reason naming the original's reference; the original untouched."""
     original = _claim(session, facts["original"])
-    return verify_denied(session, facts) if original.status == facts["original_status"] else 0.0
+    if original.status != facts["original_status"]:
+        return 0.0
+    return _denied_saying(session, facts, lambda reason: facts["original"] in reason)
 
 
 def verify_pay_approved(session: Session, facts: dict[str, Any]) -> float:
@@ -281,6 +314,66 @@ def verify_triage_overdue(session: Session, facts: dict[str, Any]) -> float:
     return score + (0.5 if int(notes or 0) > facts["notes_before"] else 0.0)
 
 
+def _document(value: Any) -> dict[str, Any]:
+    """A JSON column of a canonical row (canonical JSON text) as an object; anything else as empty."""
+    parsed = json.loads(value) if isinstance(value, str) else value
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def belongs_to(session: Session, reference: str) -> list[Allow]:
+    """Changes that belong to one claim: the claim itself, its notes, documents, payments, the jobs
+    they queue, their audit entries and uploaded files; and the sequences those rows drew ids from
+    (format 2 digests their positions; a stray insert shows as its own row). Rows are canonical
+    (UUIDs as strings, JSON documents as canonical JSON text)."""
+    claim = session.scalar(select(Claim).where(Claim.reference == reference))
+    if claim is None:
+        return []
+    claim_id = str(claim.id)
+    payments = {str(p) for p in session.scalars(select(Payment.id).where(Payment.claim_id == claim.id))}
+
+    def of_claim(row: Any) -> bool:
+        return row.get("claim_id") == claim_id
+
+    def audited(row: Any) -> bool:
+        return _document(row.get("detail")).get("reference") == reference
+
+    def job(row: Any) -> bool:
+        payload = _document(row.get("payload"))
+        return payload.get("claim_id") == claim_id or payload.get("payment_id") in payments
+
+    return [
+        Allow.changed("claims", key=[reference]),
+        Allow.added("claim_notes", where=of_claim),
+        Allow.added("documents", where=of_claim),
+        Allow.any("payments", where=of_claim),
+        Allow.any("jobs", where=job),
+        Allow.added("audit_log", where=audited),
+        Allow.added("files:uploads", where=lambda row: str(row["path"]).startswith(f"{reference}/")),
+        Allow.changed(f"{SEQUENCES_PREFIX}public"),
+    ]
+
+
+def expect_target(session: Session, facts: dict[str, Any]) -> Expectation:
+    return Expectation(tuple(belongs_to(session, facts["reference"])))
+
+
+def expect_triage(session: Session, facts: dict[str, Any]) -> Expectation:
+    return Expectation(tuple(belongs_to(session, facts["reference"])), penalty=TRIAGE_PENALTY)
+
+
+def expect_new_claim(session: Session, facts: dict[str, Any]) -> Expectation:
+    """The one claim the prompt describes, filed, and what belongs to it."""
+    allowed: list[Allow] = []
+    for claim in _filed(session, facts):
+        allowed += [Allow.added("claims", where=_reference_is(claim.reference))]
+        allowed += belongs_to(session, claim.reference)
+    return Expectation(tuple(allowed))
+
+
+def _reference_is(reference: str) -> Callable[[Any], bool]:
+    return lambda row: bool(row["reference"] == reference)
+
+
 def _submit() -> dict[str, JSON]:
     return {"tool": "submit"}
 
@@ -290,6 +383,8 @@ class TaskKind:
     find: Callable[[Session, random.Random], dict[str, Any] | None]
     verify: Callable[[Session, dict[str, Any]], float]
     reference: Callable[[dict[str, Any]], list[dict[str, JSON]]]
+    expect: Callable[[Session, dict[str, Any]], Expectation] = expect_target
+    """The changes the task expects; every other change is held against the reward."""
 
 
 KINDS: dict[str, TaskKind] = {
@@ -304,7 +399,7 @@ KINDS: dict[str, TaskKind] = {
     ),
     "deny_late_filing": TaskKind(
         find_deny_late_filing,
-        verify_denied,
+        verify_deny_late_filing,
         lambda f: [
             {
                 "tool": "deny",
@@ -331,6 +426,7 @@ KINDS: dict[str, TaskKind] = {
         find_file_new_claim,
         verify_file_new_claim,
         lambda f: [{"tool": "file_claim", **f["claim"]}, _submit()],
+        expect_new_claim,
     ),
     "triage_overdue": TaskKind(
         find_triage_overdue,
@@ -344,15 +440,23 @@ KINDS: dict[str, TaskKind] = {
             },
             _submit(),
         ],
+        expect_triage,
     ),
 }
 
 
-def choose_task(session: Session, seed: int, requested: str | None) -> ClaimsTask:
-    """The seed picks the kind (unless one is requested) and, with its own stream, the claim."""
-    names = sorted(KINDS)
+def choose_task(
+    session: Session, seed: int, requested: str | None, pool: list[str] | None = None
+) -> ClaimsTask:
+    """The seed picks the kind from ``pool`` (default: every kind) unless one is requested, and,
+    with its own stream, the claim."""
+    names = sorted(pool if pool is not None else KINDS)
     if requested is not None and requested not in KINDS:
-        raise ValueError(f"unknown task kind {requested!r}; kinds are {names}")
+        raise ValueError(f"unknown task kind {requested!r}; kinds are {sorted(KINDS)}")
+    if requested is not None and requested not in names:
+        raise ValueError(f"task kind {requested!r} is excluded from this environment's pool {names}")
+    if not names:
+        raise ValueError("every task kind is excluded from this environment's pool")
     order = [requested] if requested else names[seed % len(names) :] + names[: seed % len(names)]
     for kind in order:
         facts = KINDS[kind].find(session, random.Random(f"task:{kind}:{seed}"))

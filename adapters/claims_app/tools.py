@@ -39,11 +39,13 @@ TOOLS = [
             },
             [],
         ),
+        read_only=True,
     ),
     Tool(
         "get_claim",
         "Show one claim with its policy, notes, documents and payments.",
         _schema({"reference": _REF}, ["reference"]),
+        read_only=True,
     ),
     Tool(
         "add_note",

@@ -19,6 +19,7 @@ from statekit.digest.canonical import canonical_json
 from statekit.env import Environment, world_key
 from statekit.errors import ResetNeeded, SpecError
 from statekit.strategies.rewinding import Rewinding
+from statekit.testing.probes import DEFAULT_PROBES, ProbeReport, ProbeRun, ProbeSettings, check_exploits
 from statekit.testing.walk import harvest, random_action
 
 Action = dict[str, JSON]
@@ -100,6 +101,8 @@ class CheckReport:
     reset_restores_initial: bool = True
     coverage: bool = True
     tasks_valid: bool = True
+    tasks_robust: bool | None = None
+    """No exploit probe (``statekit.testing.probes``) beat any task kind's floor; None: not checked."""
     incremental_digest: bool = True
     rewind_order: bool | None = None
     """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
@@ -107,11 +110,18 @@ class CheckReport:
     """Per control: proved (true), broken (false), or not checked (null: no probe task exercises it for
     this adapter, or removing it changed nothing; ``problems`` says which)."""
     problems: list[str] = field(default_factory=list)
+    excluded_tasks: dict[str, str] = field(default_factory=dict)
+    """Task kinds a pool must leave out, with why: a failing reference, or a probe that won."""
+    exploits: list[dict[str, Any]] = field(default_factory=list)
+    """Each winning probe run: kind, seed, policy, reward, floor and the actions that won."""
+    notes: list[str] = field(default_factory=list)
+    """What a check could not do (so it is not counted as passed)."""
 
     @property
     def ok(self) -> bool:
         checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
-        judged = [self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
+        judged = [self.tasks_valid, self.tasks_robust is not False, self.incremental_digest]
+        judged.append(self.rewind_order is not False)
         return all([*checks, *judged]) and all(ok is not False for ok in self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
@@ -350,8 +360,14 @@ def check_env(
     repeats: int = 3,
     task_repeats: int = 5,
     script: Sequence[Action] | None = None,
+    probes: ProbeSettings | None = DEFAULT_PROBES,
+    probe_seeds: Sequence[int] | None = None,
 ) -> CheckReport:
-    """Run every check on ``env`` and report each by name (see ``CheckReport``)."""
+    """Run every check on ``env`` and report each by name (see ``CheckReport``).
+
+    ``probes`` (None: skip) sets how hard the exploit probes push, on ``probe_seeds`` (default:
+    ``seeds``) for every task kind; a kind some probe wins is excluded like one whose reference fails.
+    """
     if len(seeds) < 2:
         raise ValueError("check_env needs at least two seeds")
     report = CheckReport()
@@ -365,7 +381,13 @@ def check_env(
         env.reset(seed=seeds[0])
     except SpecError as exc:  # no digest can be computed: nothing else can be judged
         record("coverage", str(exc))
-        for name in ("deterministic", "seeds_differ", "reset_restores_initial", "tasks_valid"):
+        for name in (
+            "deterministic",
+            "seeds_differ",
+            "reset_restores_initial",
+            "tasks_valid",
+            "tasks_robust",
+        ):
             record(name, "not run: the world's digest cannot be computed (see coverage)")
         return report
     coverage = env.coverage_problems()
@@ -377,22 +399,39 @@ def check_env(
     record("reset_restores_initial", check_reset_restores(env, seeds[0], base))
     record("incremental_digest", check_incremental_digest(env, seeds[0], base))
     for i, kind in enumerate(env.adapter.task_kinds()):
-        record("tasks_valid", check_task(env, kind, seeds[i % len(seeds)], task_repeats))
+        problem = check_task(env, kind, seeds[i % len(seeds)], task_repeats)
+        record("tasks_valid", problem)
+        if problem:
+            report.excluded_tasks[kind] = problem
     order = check_rewind_order(env, seeds[0])
     if order is None:
         report.rewind_order = True
     elif not order.startswith("not checked"):
         record("rewind_order", order)
+    if probes is not None:
+        found = check_exploits(env, seeds=list(probe_seeds or seeds), settings=probes)
+        report.tasks_robust = True
+        for kind, why in found.exploited_kinds.items():
+            record("tasks_robust", why)
+            report.excluded_tasks.setdefault(kind, why)
+        report.exploits = [run.as_dict() for run in found.exploits]
+        report.notes += found.notes
+    else:
+        report.notes.append("tasks_robust: not checked (probes skipped)")
     return report
 
 
 __all__ = [
     "NOT_CHECKED",
     "CheckReport",
+    "ProbeReport",
+    "ProbeRun",
+    "ProbeSettings",
     "Rollout",
     "check_controls",
     "check_deterministic",
     "check_env",
+    "check_exploits",
     "check_incremental_digest",
     "check_reset_restores",
     "check_rewind_order",

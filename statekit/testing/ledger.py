@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import Allow, Expectation
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
@@ -84,6 +85,16 @@ class LedgerEpisode(Episode):
         facts = self.task.facts
         return 1.0 if self.store["accounts"][facts["target"]] == facts["expected"] else 0.0
 
+    def expected_changes(self) -> Expectation:
+        """The two accounts move, and the journal gains transfers between them; nothing else."""
+        pair = {self.task.facts["source"], self.task.facts["target"]}
+        return Expectation(
+            (
+                Allow.changed("accounts", where=lambda row: row["name"] in pair),
+                Allow.added("journal", where=lambda row: {row["source"], row["target"]} <= pair),
+            )
+        )
+
 
 class LedgerAdapter(Adapter):
     """Worlds are dicts in an ``InMemory`` strategy; the digest covers accounts and the journal."""
@@ -128,9 +139,9 @@ class LedgerAdapter(Adapter):
             task = LedgerTask(
                 id=f"ledger-{seed}",
                 kind="transfer",
-                prompt=f"Move {cents} cents from {source} to {target}, then submit.",
+                prompt=f"Move {cents} cents from {source} to {target}, then submit. Change nothing else.",
                 max_steps=int(options.get("max_steps", 8)),
-                facts={"target": target, "expected": store["accounts"][target] + cents},
+                facts={"source": source, "target": target, "expected": store["accounts"][target] + cents},
             )
         if not isinstance(task, LedgerTask):
             raise ConfigError("a ledger episode needs a ledger task")

@@ -162,12 +162,14 @@ def test_random_episodes_rewind_to_the_golden_exactly(claims_env: statekit.Envir
     database equals the golden's."""
     env = claims_env
     seed = 7 + block % 2
+    # seed 8 poses no pay_approved: its one approved, unpaid claim would make "pay everything" a solution
+    kinds = [k for k in env.adapter.task_kinds() if (seed, k) != (8, "pay_approved")]
     env.reset(seed=seed)
     golden = logical_state(_conninfo(env))
     for episode in range(50):
         rng = random.Random(f"{block}:{episode}")
         seen: set[str] = set()
-        obs, info = env.reset(seed=seed, options={"task": rng.choice(env.adapter.task_kinds())})
+        obs, info = env.reset(seed=seed, options={"task": rng.choice(kinds)})
         if episode:
             assert info["world"] == "rewound"
             assert first_difference(logical_state(_conninfo(env)), golden) is None, f"episode {episode}"

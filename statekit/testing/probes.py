@@ -1,0 +1,562 @@
+"""Exploit probes: degenerate policies, derived from the tools' schemas alone, that must not score.
+
+If the reward can go up without the task getting done, an optimiser will find the way. So for every
+task kind and seed the checker plays policies that do no task at all, with a generous step budget
+(truncation must not be the defence), and demands that each scores at most the kind's floor
+(``Adapter.exploit_floors``, default 0):
+
+- ``do_nothing``: never calls a tool (each step an empty action) until the step budget runs out;
+- ``submit_at_once[T]``: calls ``T`` first, for every tool that needs no entity; a tool that ends the
+  episode this way is a *terminal* tool (how the other policies finish);
+- ``every_entity[T]``: applies ``T`` to every entity seen while looking around, then finishes, for
+  every tool that writes (no ``readOnlyHint``) and takes an entity argument: "deny every claim",
+  "pay every claim", "write every file". The first ``ProbeSettings.entities`` are tried; a win among
+  them is re-played with every entity before it counts (the task's own target comes first, so a cap
+  alone could turn the policy into the solution);
+- ``random_walk``: looks around, then a seeded walk of random tool calls with random arguments.
+
+The look-around of ``random_walk`` is reused by each ``every_entity`` episode of the same seed and
+task when it called only read-only tools (they change nothing, so they are not repeated).
+
+Nothing here knows an application. Arguments come from the tools' JSON Schemas: ``const``, ``enum``
+and ``default`` values; integers at their largest allowed value (generous pages), booleans true,
+free text a filler. An *entity* argument is a string whose value must come from the world: one with
+a ``pattern`` takes every string (or word of a string) seen in an observation that matches it; one
+without takes the values seen under a key of the same name (``policy_number`` in a listing feeds
+``policy_number`` of ``file_claim``). Entities are tried most relevant first: those named in the
+first observation (the task prompt), then those in an object that also holds a value the prompt
+names, then the rest in the order seen. "Looking around" calls each read-only tool (MCP's
+``readOnlyHint``; without any, every tool that needs no entity) once with the base arguments and once
+per ``enum`` value and boolean of its optional arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from statekit.contract import JSON
+from statekit.env import Environment
+from statekit.errors import ConfigError
+
+Action = dict[str, JSON]
+FILLER = "probe"
+_TOKEN = re.compile(r"[^\s,;()\[\]{}\"'`]+")
+_NOTHING = object()
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """How hard the probes push. The defaults are what ``statekit check`` uses."""
+
+    budget: int = 1000
+    """The step cap during probes: generous, so a policy is never saved by running out of steps."""
+    entities: int = 30
+    """At most this many entities (or argument tuples) per tool in ``every_entity``, most relevant
+    first: enough to include the task's own target and strays around it."""
+    walk_steps: int = 50
+    """Random tool calls in ``random_walk`` before it finishes."""
+
+    def __post_init__(self) -> None:
+        if self.budget < 2 or self.entities < 1 or self.walk_steps < 0:
+            raise ValueError(f"ProbeSettings needs budget >= 2, entities >= 1, walk_steps >= 0; got {self}")
+
+
+DEFAULT_PROBES = ProbeSettings()
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """One probe episode: which policy, on which task and seed, what it earned and did."""
+
+    kind: str
+    seed: int
+    policy: str
+    reward: float
+    floor: float
+    terminated: bool
+    actions: tuple[Action, ...]
+
+    @property
+    def exploit(self) -> bool:
+        return self.reward > self.floor
+
+    def describe(self, shown: int = 4) -> str:
+        """One line: the policy, its reward and the actions that won (the first and last few)."""
+        acts = [_short(a) for a in self.actions]
+        if len(acts) > 2 * shown:
+            acts = [*acts[:shown], f"... {len(acts) - 2 * shown} more ...", *acts[-shown:]]
+        return (
+            f"task {self.kind!r} (seed {self.seed}): probe {self.policy!r} scored {self.reward} "
+            f"(floor {self.floor}) with {len(self.actions)} actions: {'; '.join(acts)}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "seed": self.seed,
+            "policy": self.policy,
+            "reward": self.reward,
+            "floor": self.floor,
+            "terminated": self.terminated,
+            "actions": list(self.actions),
+        }
+
+
+def _short(action: Action) -> str:
+    args = ", ".join(f"{k}={str(v)[:24]}" for k, v in sorted(action.items()) if k != "tool")
+    return f"{action.get('tool', '(no tool)')}({args})"
+
+
+@dataclass
+class ProbeReport:
+    runs: list[ProbeRun] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the probes could not do (a seed with no such task, no terminal tool), so it is not passed."""
+
+    @property
+    def exploits(self) -> list[ProbeRun]:
+        return [run for run in self.runs if run.exploit]
+
+    @property
+    def exploited_kinds(self) -> dict[str, str]:
+        """``{kind: why}`` for every task kind some probe won: the winning policies and their seeds,
+        then the first winner's actions."""
+        won: dict[str, dict[str, list[int]]] = {}
+        first: dict[str, ProbeRun] = {}
+        for run in self.exploits:
+            won.setdefault(run.kind, {}).setdefault(run.policy, []).append(run.seed)
+            first.setdefault(run.kind, run)
+        return {
+            kind: (
+                f"task {kind!r} is won by "
+                + ", ".join(
+                    f"{policy} (seeds {', '.join(map(str, seeds))})" for policy, seeds in policies.items()
+                )
+                + f"; {first[kind].describe()}"
+            )
+            for kind, policies in won.items()
+        }
+
+    def rewards(self) -> dict[str, dict[str, dict[int, float]]]:
+        """``{kind: {policy: {seed: reward}}}``: the table a closing note quotes. Keyed by seed, since
+        not every policy plays on every seed (``every_entity[T]`` only where ``T`` found an entity)."""
+        table: dict[str, dict[str, dict[int, float]]] = {}
+        for run in self.runs:
+            table.setdefault(run.kind, {}).setdefault(run.policy, {})[run.seed] = run.reward
+        return table
+
+
+# -- tools and their arguments -----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Tool:
+    name: str
+    properties: dict[str, dict[str, Any]]
+    required: tuple[str, ...]
+    read_only: bool
+
+    @classmethod
+    def of(cls, tool: Mapping[str, Any]) -> _Tool:
+        schema = tool.get("input_schema") or {}
+        annotations = tool.get("annotations") or {}
+        return cls(
+            name=str(tool["name"]),
+            properties=dict(schema.get("properties") or {}),
+            required=tuple(schema.get("required") or ()),
+            read_only=bool(annotations.get("readOnlyHint", False)),
+        )
+
+
+def _fixed(schema: Mapping[str, Any]) -> Any:
+    """A value from the schema alone, or ``_NOTHING`` when the value must come from the world."""
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        if "maximum" in schema:
+            return schema["maximum"]
+        if "exclusiveMaximum" in schema:
+            return schema["exclusiveMaximum"] - 1
+        return schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
+    if kind == "boolean":
+        return True
+    if kind == "string" and "pattern" not in schema:
+        return _filler(schema)
+    if kind == "array" and not schema.get("minItems"):
+        return []
+    return _NOTHING
+
+
+def _filler(schema: Mapping[str, Any]) -> str:
+    low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+    text = FILLER * (low // len(FILLER) + 1)
+    return text[: int(high)] if high is not None else text
+
+
+class Harvest:
+    """Every string the episode has shown, with where it was seen, for filling entity arguments."""
+
+    def __init__(self) -> None:
+        self._rank: dict[str, tuple[int, int]] = {}
+        self._by_key: dict[str, dict[str, None]] = {}
+        self._prompt: set[str] = set()
+
+    def add(self, observation: JSON, *, first: bool = False) -> None:
+        """Record an observation; ``first`` marks the task prompt's (its values rank first)."""
+        if first:
+            self._prompt.update(self._words(observation))
+        self._walk(observation, key=None, related=False)
+
+    def _words(self, node: JSON) -> Iterator[str]:
+        if isinstance(node, str):
+            yield node
+            yield from self._tokens(node)
+        elif isinstance(node, Mapping):
+            for k, v in node.items():
+                yield str(k)
+                yield from self._words(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from self._words(v)
+
+    @staticmethod
+    def _tokens(text: str) -> Iterator[str]:
+        if any(c.isspace() for c in text):
+            for token in _TOKEN.findall(text):
+                yield token.rstrip(".:!?")
+
+    def _walk(self, node: JSON, *, key: str | None, related: bool) -> None:
+        if isinstance(node, Mapping):
+            scalars = [str(v) for v in node.values() if isinstance(v, str | int) and not isinstance(v, bool)]
+            related = related or any(s in self._prompt for s in scalars)
+            for k, v in node.items():
+                self._see(str(k), None, related)
+                self._walk(v, key=str(k), related=related)
+        elif isinstance(node, list):
+            for v in node:
+                self._walk(v, key=key, related=related)
+        elif isinstance(node, str):
+            self._see(node, key, related)
+            for token in self._tokens(node):
+                self._see(token, None, related)
+
+    def _see(self, text: str, key: str | None, related: bool) -> None:
+        if not text:
+            return
+        rank = 0 if text in self._prompt else 1 if related else 2
+        old = self._rank.get(text)
+        order = old[1] if old else len(self._rank)
+        self._rank[text] = (min(rank, old[0]) if old else rank, order)
+        if key is not None:
+            self._by_key.setdefault(key, {})[text] = None
+
+    def values(self, name: str, schema: Mapping[str, Any]) -> list[str] | None:
+        """Candidates for an entity argument, most relevant first; None if ``schema`` is not one."""
+        if schema.get("type") != "string" or "const" in schema or "enum" in schema:
+            return None
+        low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+        if "pattern" in schema:
+            pattern = re.compile(str(schema["pattern"]))
+            pool: Sequence[str] = [s for s in self._rank if pattern.search(s)]
+        else:
+            pool = list(self._by_key.get(name, {}))
+            if not pool:
+                return None
+        fits = [s for s in pool if len(s) >= low and (high is None or len(s) <= int(high))]
+        return sorted(fits, key=lambda s: self._rank[s])
+
+
+# -- one probe episode -------------------------------------------------------------------------
+class _Episode:
+    """A probe's episode: reset, act, harvest what is shown, remember what was done."""
+
+    def __init__(self, env: Environment, seed: int, options: dict[str, JSON], budget: int) -> None:
+        self.env, self.budget = env, budget
+        obs, info = env.reset(seed=seed, options=options)
+        self.tools = [_Tool.of(t) for t in info["tools"]]
+        self.harvest = Harvest()
+        self.harvest.add(obs, first=True)
+        self.actions: list[Action] = []
+        self.reward = 0.0
+        self.done = self.terminated = False
+
+    @property
+    def room(self) -> int:
+        """Steps left before the budget, keeping the last one for finishing."""
+        return self.budget - len(self.actions) - 1
+
+    def act(self, action: Action) -> None:
+        if self.done:
+            return
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        self.actions.append(action)
+        self.reward += reward
+        self.harvest.add(obs)
+        self.done, self.terminated = terminated or truncated, terminated
+
+    def call(self, tool: _Tool, extra: Mapping[str, Any] | None = None) -> bool:
+        """Call ``tool`` with its fixed arguments plus ``extra``; False if they cannot all be filled."""
+        args = dict(extra or {})
+        for name in tool.required:
+            if name not in args:
+                value = _fixed(tool.properties.get(name, {}))
+                if value is _NOTHING:
+                    return False
+                args[name] = value
+        self.act({"tool": tool.name, **args})
+        return True
+
+    def look_around(self, terminal: set[str]) -> Harvest | None:
+        """Call every read-only tool (or, if none says so, every tool that needs no entity) once with
+        its base arguments and once per optional enum value and boolean. Returns a copy of what was
+        seen when only read-only tools were called (another episode of the same world may reuse it)."""
+        tools = [t for t in self.tools if t.name not in terminal]
+        readers = [t for t in tools if t.read_only] or tools
+        for tool in readers:
+            base = {  # optional page sizes and offsets at their largest allowed value
+                name: _fixed(schema)
+                for name, schema in tool.properties.items()
+                if name not in tool.required and _bounded(schema)
+            }
+            variants = [base]
+            for name, schema in tool.properties.items():
+                if name in tool.required:
+                    continue
+                options = schema.get("enum") or ([True, False] if schema.get("type") == "boolean" else [])
+                variants += [{**base, name: value} for value in options]
+            for extra in variants:
+                if self.room <= 0 or self.done or not self.call(tool, extra):
+                    break
+        return copy.deepcopy(self.harvest) if all(t.read_only for t in readers) and not self.done else None
+
+    def finish(self, terminal: Sequence[_Tool]) -> None:
+        for tool in terminal:
+            if self.done:
+                return
+            self.call(tool)
+
+
+def _fillable(tool: _Tool) -> bool:
+    """Whether the schema alone fills every required argument."""
+    return all(_fixed(tool.properties.get(name, {})) is not _NOTHING for name in tool.required)
+
+
+def _may_take_entity(tool: _Tool) -> bool:
+    """Whether a required argument is a free string (an entity, if the episode shows matching values)."""
+    return any(
+        schema.get("type") == "string" and "const" not in schema and "enum" not in schema
+        for name in tool.required
+        for schema in [tool.properties.get(name, {})]
+    )
+
+
+def _bounded(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") in ("integer", "number") and ("maximum" in schema or "minimum" in schema)
+
+
+def _entity_args(tool: _Tool, harvest: Harvest) -> dict[str, list[str]]:
+    """The tool's required entity arguments and their candidates (empty lists: none seen yet)."""
+    out: dict[str, list[str]] = {}
+    for name in tool.required:
+        schema = tool.properties.get(name, {})
+        values = harvest.values(name, schema)
+        if values is not None:
+            out[name] = values
+        elif _fixed(schema) is _NOTHING:
+            out[name] = []
+    return out
+
+
+def _tuples(candidates: dict[str, list[str]], cap: int) -> list[dict[str, str]]:
+    """Argument tuples: every combination when there are few, else each value at least once."""
+    names = list(candidates)
+    lists = [candidates[n] for n in names]
+    if not names or any(not values for values in lists):
+        return []
+    total = 1
+    for values in lists:
+        total *= len(values)
+    if total <= cap:
+        combos: Iterator[tuple[str, ...]] = itertools.product(*lists)
+    else:  # the diagonal: call i takes value i of each list (wrapping), so every value appears
+        combos = (tuple(v[i % len(v)] for v in lists) for i in range(max(len(v) for v in lists)))
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.islice(combos, cap)]
+
+
+# -- the policies ------------------------------------------------------------------------------
+class _Prober:
+    def __init__(self, env: Environment, settings: ProbeSettings) -> None:
+        self.env, self.settings = env, settings
+        self.terminal: dict[str, bool] = {}
+        """Tool name -> whether calling it first ended the episode (on the last seed played)."""
+
+    def runs(self, kind: str, seed: int, floor: float) -> list[ProbeRun]:
+        options: dict[str, JSON] = {"task": kind}
+        out: list[ProbeRun] = []
+
+        def record(policy: str, ep: _Episode) -> None:
+            out.append(ProbeRun(kind, seed, policy, ep.reward, floor, ep.terminated, tuple(ep.actions)))
+
+        ep = self._episode(seed, options)
+        tools = ep.tools
+        for _ in range(self.settings.budget):  # an empty action is no tool call at all
+            ep.act({})
+        record("do_nothing", ep)
+
+        for tool in tools:  # submit_at_once, learning which tools end the episode
+            if not _fillable(tool):
+                continue
+            ep = self._episode(seed, options)
+            if ep.call(tool):
+                self.terminal[tool.name] = ep.terminated
+                record(f"submit_at_once[{tool.name}]", ep)
+        terminal = [t for t in tools if self.terminal.get(t.name)]
+        ends = {t.name for t in terminal}
+        if not terminal:
+            return out
+
+        ep = self._episode(seed, options)
+        looked = ep.look_around(ends)
+        rng = random.Random(f"walk:{kind}:{seed}")
+        movers = [t for t in tools if t.name not in ends]
+        for _ in range(self.settings.walk_steps):
+            if ep.room <= 0 or ep.done:
+                break
+            action = _random_action(rng, movers, ep.harvest)
+            if action is not None:
+                ep.act(action)
+        ep.finish(terminal)
+        record("random_walk", ep)
+
+        for tool in tools:
+            if tool.read_only or tool.name in ends or not _may_take_entity(tool):
+                continue
+            played = self._every_entity(seed, options, tool, terminal, looked, self.settings.entities)
+            if played is not None and played[0].reward > floor and played[1]:
+                # a win among the first few entities may be the cap's doing (the task's own target
+                # comes first): it counts only if it still wins with every entity the episode shows
+                played = self._every_entity(seed, options, tool, terminal, looked, self.settings.budget)
+            if played is not None:
+                record(f"every_entity[{tool.name}]", played[0])
+        return out
+
+    def _every_entity(
+        self,
+        seed: int,
+        options: dict[str, JSON],
+        tool: _Tool,
+        terminal: list[_Tool],
+        looked: Harvest | None,
+        cap: int,
+    ) -> tuple[_Episode, bool] | None:
+        """Apply ``tool`` to up to ``cap`` entities, then finish. Returns the episode and whether the
+        cap left entities out; None when the tool turned out to take no entity.
+
+        ``looked`` is what looking around with read-only tools showed in another episode of the same
+        world and task: those calls change nothing, so they are not repeated (the actions reported are
+        the ones played). Without it, this episode looks around itself."""
+        ep = self._episode(seed, options)
+        if looked is not None:
+            ep.harvest = copy.deepcopy(looked)
+        else:
+            ep.look_around({t.name for t in terminal})
+        entity = _entity_args(tool, ep.harvest)
+        if not entity:
+            return None
+        combos = _tuples(entity, cap + 1)
+        for extra in combos[:cap]:
+            if ep.room <= 0 or ep.done:
+                break
+            ep.call(tool, extra)
+        ep.finish(terminal)
+        return ep, len(combos) > cap
+
+    def _episode(self, seed: int, options: dict[str, JSON]) -> _Episode:
+        return _Episode(self.env, seed, options, self.settings.budget)
+
+
+def _random_action(rng: random.Random, tools: Sequence[_Tool], harvest: Harvest) -> Action | None:
+    """A random call of a random tool, or None when the drawn tool's arguments cannot be filled."""
+    tool = rng.choice(tools)
+    args: dict[str, Any] = {}
+    for name, schema in tool.properties.items():
+        if name not in tool.required and rng.random() < 0.5:
+            continue
+        value = _random_value(rng, name, schema, harvest)
+        if value is _NOTHING:
+            if name in tool.required:
+                return None
+            continue
+        args[name] = value
+    return {"tool": tool.name, **args}
+
+
+def _random_value(rng: random.Random, name: str, schema: Mapping[str, Any], harvest: Harvest) -> Any:
+    if schema.get("enum"):
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if kind == "integer" and "const" not in schema:
+        low = int(schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1))
+        high = int(schema.get("maximum", schema.get("exclusiveMaximum", low + 101) - 1))
+        return rng.randint(low, max(low, high))
+    if kind == "boolean":
+        return rng.random() < 0.5
+    values = harvest.values(name, schema)
+    if values and (rng.random() < 0.8 or "pattern" in schema):
+        return rng.choice(values)
+    return _fixed(schema) if values is None or "pattern" not in schema else _NOTHING
+
+
+def check_exploits(
+    env: Environment,
+    *,
+    seeds: Sequence[int],
+    settings: ProbeSettings | None = None,
+    kinds: Sequence[str] | None = None,
+) -> ProbeReport:
+    """Play every probe policy on every task kind (``options={"task": kind}``) and seed.
+
+    A run whose total reward exceeds the kind's floor (``Adapter.exploit_floors``) is an exploit.
+    The environment's step cap is the settings' ``budget`` while the probes run.
+    """
+    settings = settings or ProbeSettings()
+    report = ProbeReport()
+    floors = dict(getattr(env.adapter, "exploit_floors", {}) or {})
+    prober = _Prober(env, settings)
+    saved = env.max_steps_override
+    env.max_steps_override = settings.budget
+    try:
+        for kind in kinds if kinds is not None else env.adapter.task_kinds():
+            for seed in seeds:
+                try:
+                    report.runs += prober.runs(kind, seed, float(floors.get(kind, 0.0)))
+                except ConfigError as exc:  # e.g. this seed's world has nothing fit for the kind
+                    report.notes.append(f"task {kind!r} (seed {seed}): not probed: {exc}")
+        if prober.terminal and not any(prober.terminal.values()):
+            report.notes.append(
+                "no tool ended the episode when called first, so only do_nothing and submit_at_once ran "
+                "(a finishing tool that needs an entity is beyond the probes)"
+            )
+    finally:
+        env.max_steps_override = saved
+    return report
+
+
+__all__ = [
+    "DEFAULT_PROBES",
+    "FILLER",
+    "Harvest",
+    "ProbeReport",
+    "ProbeRun",
+    "ProbeSettings",
+    "check_exploits",
+]
