@@ -18,7 +18,7 @@ from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
-from statekit.errors import ActionError, ConfigError, ResetNeeded, StatekitError
+from statekit.errors import ActionError, ConfigError, EnvironmentClosed, ResetNeeded, StatekitError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.naming import snapshot_key
 from statekit.tools import parse_action
@@ -82,6 +82,7 @@ class Environment:
         """Digest of each golden, computed on its first copy. Episodes must not write while starting
         (``check_reset_restores`` compares this with a fresh digest), so it is also the episode's."""
         self.last_reset_cache = ""
+        self._closed = False
 
     # -- the contract -------------------------------------------------------------------------
     @property
@@ -105,13 +106,17 @@ class Environment:
         return self._episode.task
 
     def reset(self, *, seed: int | None = None, options: dict[str, JSON] | None = None) -> tuple[JSON, dict]:
-        """Start an episode in a fresh copy of the seed's world; build that world on first use."""
+        """Start an episode in a fresh copy of the seed's world; build that world on first use.
+
+        The current episode ends only once the new one has started, so a refused reset (bad seed or
+        options, a failed build) leaves it exactly as it was.
+        """
+        self._require_open()
         if seed is None:
             seed = secrets.randbelow(2**31)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         options = dict(options or {})
-        self._end_episode()
         key = self._ensure_golden(seed)
         controls = Controls(seed, start_offset=EPISODE_START, disabled=self.disabled_controls)
         return self._begin(key, seed, options, task=None, controls=controls)
@@ -179,6 +184,7 @@ class Environment:
     @contextmanager
     def open_world(self, seed: int) -> Iterator[World]:
         """A fresh copy of the seed's initial world with no episode on it (schema and drift checks)."""
+        self._require_open()
         world = self.strategy.restore(self._ensure_golden(seed))
         try:
             yield world
@@ -203,10 +209,10 @@ class Environment:
 
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
         """Continue from a snapshot in a fresh copy; the snapshot stays usable for more forks."""
+        self._require_open()
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
-        self._end_episode()
         controls = Controls(snap.seed, disabled=self.disabled_controls)
         controls.load(snap.controls)
         obs, info = self._begin(snap.key, snap.seed, snap.options, task=snap.task, controls=controls)
@@ -215,6 +221,9 @@ class Environment:
 
     def close(self) -> None:
         """End the episode, drop snapshots, release the strategy and adapter. Safe twice."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._end_episode()
             for snap in self._snapshots.values():
@@ -228,6 +237,7 @@ class Environment:
 
     def prefetch(self, seeds: list[int]) -> None:
         """Tell the strategy which seeds come next so a pool can pre-clone them."""
+        self._require_open()
         self.strategy.prefetch([self._ensure_golden(seed) for seed in seeds])
 
     def __enter__(self) -> Environment:
@@ -269,6 +279,7 @@ class Environment:
                 episode.close()
             self.strategy.discard(world)
             raise
+        self._end_episode()  # only now: a reset or restore refused above leaves the episode as it was
         self._world, self._episode, self._controls = world, episode, controls
         self._episode_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex
         self._seed, self._options = seed, options
@@ -309,7 +320,15 @@ class Environment:
         episode.quiesce()
         return self._world
 
+    def _require_open(self) -> None:
+        if self._closed:
+            raise EnvironmentClosed(
+                "this environment was closed (its worlds and server are released): "
+                "make a new one with statekit.make(...)"
+            )
+
     def _require_episode(self) -> Episode:
+        self._require_open()
         if self._episode is None:
             raise ResetNeeded("step()/state() before reset(): call reset(seed=...) first")
         return self._episode

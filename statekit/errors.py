@@ -6,6 +6,7 @@ StatekitError
 │       └── CoverageError    a live column neither included nor excluded by the spec
 ├── ResetError           a reset strategy could not build or restore a world
 ├── ResetNeeded          step()/state() called before reset()
+├── EnvironmentClosed    any call on an Environment after close()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
 ├── ReplayMissError      an outbound request that no cassette recorded
 └── RemoteError          a statekit harness answered a client's call with an error
@@ -44,6 +45,10 @@ class ResetError(StatekitError):
 
 class ResetNeeded(StatekitError):
     """The environment has no episode yet: call reset(seed=...) first."""
+
+
+class EnvironmentClosed(StatekitError):
+    """The environment was closed; it holds no strategy or server any more, so it creates nothing."""
 
 
 class ActionError(StatekitError):

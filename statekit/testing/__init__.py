@@ -118,10 +118,13 @@ def check_reset_restores(env: Environment, seed: int, script: Sequence[Action]) 
     for action in script:
         env.step(action)
     mutated = env.state().digest
-    env.reset(seed=seed)
-    again = env.state().digest  # the world itself, freshly hashed: a strategy that did not reset shows here
-    if again != initial:
-        return f"seed {seed}: digest after reset is {again[:12]}, initial was {str(initial)[:12]}"
+    # Twice: reset hands back the old copy only after the new episode started, so a strategy that
+    # recycles used copies without resetting them serves the mutated one to the reset after next.
+    for _ in range(2):
+        env.reset(seed=seed)
+        again = env.state().digest  # the world itself, freshly hashed: a strategy that did not reset shows
+        if again != initial:
+            return f"seed {seed}: digest after reset is {again[:12]}, initial was {str(initial)[:12]}"
     if mutated == initial and script:
         return f"seed {seed}: the script changed nothing, so reset was not exercised"
     return None

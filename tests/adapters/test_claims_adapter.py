@@ -13,8 +13,9 @@ import pytest
 
 import statekit
 from adapters.claims_app import ClaimsAdapter
-from statekit.errors import ConfigError, SpecError
+from statekit.errors import ConfigError, EnvironmentClosed, SpecError
 from statekit.postgres import PostgresServer
+from statekit.postgres.embedded import statekit_home
 from statekit.testing import check_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,10 +106,29 @@ def test_failed_resets_leave_no_database_behind(
     live = env.world.handle["db"].id
     before = pg_cluster.databases("skclaims_e_")
     assert live in before
+    env.step({"tool": "list_claims", "limit": 1})
+    state = env.state()
     with pytest.raises(ConfigError, match="unknown task kind 'nope'"):
         env.reset(seed=7, options={"task": "nope"})
-    after = pg_cluster.databases("skclaims_e_")
-    assert after == [name for name in before if name != live], "the old episode and the failed copy are gone"
+    assert pg_cluster.databases("skclaims_e_") == before, "the refused copy is gone, the live episode stays"
+    assert env.state() == state and env.world.handle["db"].id == live
+    assert env.step({"tool": "list_claims", "limit": 1})[0]["status"] == 200
+
+
+def test_a_closed_environment_creates_no_database_copy_or_golden(
+    pg_url: str, pg_cluster: PostgresServer
+) -> None:
+    files = statekit_home() / "files" / "claims_app"
+    made = statekit.make("claims_app", db_url=pg_url)
+    made.reset(seed=7)
+    made.close()
+    databases = pg_cluster.databases("skclaims_")
+    trees = sorted(str(p.relative_to(files)) for p in files.glob("*/*"))
+    for call in (lambda: made.reset(seed=9), made.snapshot, lambda: made.prefetch([10])):
+        with pytest.raises(EnvironmentClosed):
+            call()
+    assert pg_cluster.databases("skclaims_") == databases
+    assert sorted(str(p.relative_to(files)) for p in files.glob("*/*")) == trees
 
 
 def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> None:

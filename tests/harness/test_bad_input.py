@@ -129,6 +129,17 @@ def test_a_failed_reset_in_a_new_session_leaves_no_session_behind(http: httpx.Cl
     assert http.get("/health").json()["sessions"] == before
 
 
+def test_a_refused_reset_of_a_session_keeps_its_episode(http: httpx.Client) -> None:
+    session = http.post("/reset", json={"seed": 5}).json()["session_id"]
+    http.post("/step", json={"session_id": session, "action": {"tool": "balances"}})
+    before = http.get("/state", params={"session_id": session}).json()
+    refused = http.post("/reset", json={"session_id": session, "seed": 6, "options": {"max_steps": "x"}})
+    assert refused.status_code == 422 and _error(refused)["code"] == "invalid_reset"
+    assert http.get("/state", params={"session_id": session}).json() == before
+    step = http.post("/step", json={"session_id": session, "action": {"tool": "balances"}})
+    assert step.status_code == 200 and step.json()["info"]["step"] == 2
+
+
 def test_restore_needs_a_snapshot_of_the_same_session(http: httpx.Client) -> None:
     a = http.post("/reset", json={"seed": 1}).json()["session_id"]
     b = http.post("/reset", json={"seed": 2}).json()["session_id"]
