@@ -115,7 +115,7 @@ class ClaimsEpisode(Episode):
             return Outcome({"submitted": True}, done=True)
         with self.replay.session() if self.replay and not self.background else nullcontext():
             if tool == "wait":
-                hours = int(str(arguments["hours"]))
+                hours = int(float(str(arguments["hours"])))  # the schema admits 2.0 as an integer
                 observation: JSON = {"waited_hours": hours}
                 advance: timedelta | None = timedelta(hours=hours)
             else:

@@ -249,7 +249,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        codes = {404: "not_found", 405: "method_not_allowed"}
+        codes = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed"}  # 400: FastAPI's parser
         code = codes.get(exc.status_code, f"http_{exc.status_code}")
         message = f"{request.method} {request.url.path}: {exc.detail}"
         if exc.status_code in (404, 405):

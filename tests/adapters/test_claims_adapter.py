@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,54 @@ def test_tools_reach_the_app_and_errors_are_observations(env: statekit.Environme
     unknown, *_ = env.step({"tool": "delete_everything"})
     assert unknown["error"]["code"] == "unknown_tool"
     assert env.state().digest == info["digest"], "reads and rejected actions change nothing"
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"tool": "get_claim", "reference": "CLM-000149\n"},  # Python's `$` matches before a final newline
+        {"tool": "add_note", "reference": "CLM-000149\n", "body": "x"},
+        {
+            "tool": "file_claim",
+            "policy_number": "P",
+            "incident_date": "2026-01-01\n",
+            "amount": "10",
+            "description": "d",
+            "loss_line1": "l",
+            "loss_city": "c",
+            "loss_postcode": "p",
+            "loss_country": "US",
+        },
+        {"tool": "list_claims", "q": "\ud800"},  # a lone surrogate: valid JSON, not valid text
+        {"tool": "add_note", "reference": "CLM-000149", "body": "a\udfffb"},
+        {
+            "tool": "list_claims",
+            "q": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],
+        },
+    ],
+    ids=["newline-ref", "newline-ref-note", "newline-date", "lone-surrogate", "lone-surrogate-body", "deep"],
+)
+def test_schema_edge_cases_are_refused_as_arguments_not_crashes(
+    env: statekit.Environment, action: dict[str, object]
+) -> None:
+    _, info = env.reset(seed=7)
+    obs, reward, terminated, truncated, _ = env.step(action)
+    assert obs["error"]["code"] in ("invalid_arguments", "malformed_action"), obs
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert env.state().digest == info["digest"]
+    assert env.step({"tool": "list_claims", "limit": 1})[0]["status"] == 200, "the episode goes on"
+
+
+def test_integral_floats_are_integers_as_json_schema_says(env: statekit.Environment) -> None:
+    _, info = env.reset(seed=7)
+    waited, _, _, truncated, _ = env.step({"tool": "wait", "hours": 2.0})
+    assert waited == {"waited_hours": 2} and not truncated
+    moved = datetime.fromisoformat(env.state().clock) - datetime.fromisoformat(info["clock"])
+    assert moved == timedelta(hours=2)
+    listed, _, _, truncated, _ = env.step({"tool": "list_claims", "limit": 3.0})
+    assert listed["status"] == 200 and len(listed["body"]["items"]) == 3 and not truncated
+    half, *_ = env.step({"tool": "wait", "hours": 1.5})
+    assert half["error"]["code"] == "invalid_arguments"
 
 
 def test_hidden_facts_are_not_in_observations_or_info(env: statekit.Environment) -> None:
