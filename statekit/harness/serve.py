@@ -5,6 +5,7 @@ The URL is printed once the socket listens, so a caller that asked for port 0 le
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import logging
 import socket
@@ -36,6 +37,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+WS_PROTOCOL = "websockets-sansio"
+"""Named, not uvicorn's "auto": "auto" without a WebSocket library serves every /ws request a 404."""
+
+
+def check_websockets() -> None:
+    """uvicorn needs the ``websockets`` library for /ws; say so at start rather than 404 each client."""
+    if importlib.util.find_spec("websockets") is None:
+        raise ConfigError(
+            "statekit serve needs the 'websockets' library for OpenEnv's /ws (a dependency of statekit): "
+            "pip install 'websockets>=13', or reinstall statekit"
+        )
+
+
 def url_of(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -57,10 +71,11 @@ def serve(
     that way, through a socket file in a directory the host mounts.
     """
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    check_websockets()
     app = create_app(config)
     if uds is not None:
         announce(f"statekit: serving {config.adapter_name} on unix socket {uds}")
-        uvicorn.Server(uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on")).run()
+        uvicorn.Server(uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on", ws=WS_PROTOCOL)).run()
         return
     sock = bind(host, port)
     url = url_of(sock)
@@ -70,7 +85,9 @@ def serve(
             "connect can drive its environments; pass --token (or set STATEKIT_TOKEN)"
         )
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level=log_level, ws_max_size=config.max_body_bytes, lifespan="on")
+        uvicorn.Config(
+            app, log_level=log_level, ws=WS_PROTOCOL, ws_max_size=config.max_body_bytes, lifespan="on"
+        )
     )
     ws = url.replace("http://", "ws://", 1)
     announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv's WebSocket protocol: {ws}/ws)")

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import socket
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from websockets.asyncio.client import connect
 
 from .helpers import LEDGER
 
@@ -40,3 +48,69 @@ def test_a_busy_port_says_to_pick_another() -> None:
 def test_bad_limits_are_refused() -> None:
     result = _serve(LEDGER, "--max-sessions", "0", "--port", "0")
     assert result.returncode == 2 and "max_sessions must be at least 1" in result.stderr
+
+
+def _default_install() -> set[str]:
+    """Distributions ``pip install statekit`` brings (no extras), from the installed metadata."""
+    wanted: set[str] = set()
+    stack: list[tuple[str, frozenset[str]]] = [("statekit", frozenset())]
+    while stack:
+        name, extras = stack.pop()
+        try:
+            requirements = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        wanted.add(canonicalize_name(name))
+        for text in requirements:
+            requirement = Requirement(text)
+            marker = requirement.marker
+            applies = marker is None or any(marker.evaluate({"extra": e}) for e in (*extras, ""))
+            if applies and canonicalize_name(requirement.name) not in wanted:
+                stack.append((requirement.name, frozenset(requirement.extras)))
+    return wanted
+
+
+_ONLY_DEFAULT_INSTALL = """
+import sys
+BLOCKED = set(sys.argv[1].split(","))
+class DefaultInstallOnly:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (not in statekit's default install)")
+sys.meta_path.insert(0, DefaultInstallOnly())
+from statekit.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_ws_answers_with_nothing_but_the_default_install() -> None:
+    """uvicorn without a WebSocket library answers /ws with 404; the default install must bring one."""
+    wanted = _default_install()
+    blocked = sorted(
+        module
+        for module, owners in metadata.packages_distributions().items()
+        if module.isidentifier() and not any(canonicalize_name(o) in wanted for o in owners)
+    )
+    assert "pytest" in blocked and "openenv" in blocked, "the dev extras are hidden from the server"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ONLY_DEFAULT_INSTALL, ",".join(blocked), "serve", LEDGER, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "STATEKIT_TOKEN"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert " at http://" in line, line + proc.stdout.read()
+        url = line.split(" at ", 1)[1].split()[0]
+
+        async def reset_over_ws() -> dict[str, object]:
+            async with connect(url.replace("http://", "ws://") + "/ws") as socket:
+                await socket.send('{"type": "reset", "data": {"seed": 1}}')
+                return dict(json.loads(await socket.recv()))
+
+        assert asyncio.run(reset_over_ws())["type"] == "observation"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
