@@ -327,11 +327,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the adapter over HTTP (and OpenEnv's WebSocket protocol) until interrupted."""
     from statekit.harness import HarnessConfig, serve  # only the serve command needs the web stack
 
+    token = args.token if args.token is not None else os.environ.get("STATEKIT_TOKEN")
+    if token is not None and not token.strip():
+        source = "--token" if args.token is not None else "$STATEKIT_TOKEN"
+        raise statekit.ConfigError(
+            f"{source} is set but empty; an empty token would serve without auth. Give it a secret "
+            "(e.g. openssl rand -hex 16), or unset it to serve without a token on loopback"
+        )
     config = HarnessConfig(
         args.adapter,
         strategy=args.strategy,
         db_url=args.db_url,
-        token=args.token or os.environ.get("STATEKIT_TOKEN") or None,
+        token=token,
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
     )

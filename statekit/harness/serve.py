@@ -14,6 +14,7 @@ from collections.abc import Callable
 import uvicorn
 
 from statekit.errors import ConfigError
+from statekit.harness import redact
 from statekit.harness.app import create_app
 from statekit.harness.config import HarnessConfig
 
@@ -75,7 +76,9 @@ def serve(
     app = create_app(config)
     if uds is not None:
         announce(f"statekit: serving {config.adapter_name} on unix socket {uds}")
-        uvicorn.Server(uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on", ws=WS_PROTOCOL)).run()
+        unix = uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on", ws=WS_PROTOCOL)
+        redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
+        uvicorn.Server(unix).run()
         return
     sock = bind(host, port)
     url = url_of(sock)
@@ -89,6 +92,7 @@ def serve(
             app, log_level=log_level, ws=WS_PROTOCOL, ws_max_size=config.max_body_bytes, lifespan="on"
         )
     )
+    redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
     ws = url.replace("http://", "ws://", 1)
     announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv's WebSocket protocol: {ws}/ws)")
     try:

@@ -11,6 +11,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import httpx
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from websockets.asyncio.client import connect
@@ -114,3 +115,42 @@ def test_ws_answers_with_nothing_but_the_default_install() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_an_empty_token_is_refused_not_taken_for_no_auth() -> None:
+    """``export STATEKIT_TOKEN=$(openssl rand -hex 16)`` without openssl must not serve unauthenticated."""
+    for env, args in (({"STATEKIT_TOKEN": ""}, ()), ({"STATEKIT_TOKEN": "  "}, ()), ({}, ("--token", ""))):
+        result = subprocess.run(
+            [STATEKIT, "serve", LEDGER, "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**{k: v for k, v in os.environ.items() if k != "STATEKIT_TOKEN"}, **env},
+        )
+        assert result.returncode == 2, (env, args, result.stdout)
+        assert "empty" in result.stderr and "unset" in result.stderr, result.stderr
+
+
+def test_a_token_sent_in_the_query_string_never_reaches_the_log() -> None:
+    secret = "qs-" + os.urandom(8).hex()
+    proc = subprocess.Popen(
+        [STATEKIT, "serve", LEDGER, "--port", "0", "--token", secret],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split(" at ", 1)[1].split()[0]
+        refused = httpx.get(f"{url}/state", params={"session_id": "x", "token": secret})
+        assert refused.status_code == 401
+        assert httpx.get(f"{url}/health", params={"access_token": secret, "api_key": "k"}).status_code == 200
+        assert httpx.get(f"{url}/health/{secret}").status_code in (401, 404)
+    finally:
+        proc.terminate()
+        output = line + proc.communicate(timeout=30)[0]
+    assert "GET /state?session_id=x&token=[redacted]" in output, output
+    assert "access_token=[redacted]&api_key=[redacted]" in output, output
+    assert secret not in output, output
