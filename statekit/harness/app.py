@@ -100,6 +100,10 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One environment for the server's lifetime, never a session's: making it sweeps what dead
+        # processes left (copies, builds, fork goldens) before the first session arrives, and it holds
+        # the database server so the embedded one is not stopped whenever the last session closes.
+        keeper = await run_in_threadpool(make_env)
         reaper = (
             asyncio.create_task(_reap_forever(pool, config.idle_timeout)) if config.idle_timeout else None
         )
@@ -111,6 +115,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
                 with suppress(asyncio.CancelledError):
                     await reaper
             await run_in_threadpool(pool.close_all)
+            await run_in_threadpool(keeper.close)
 
     app = FastAPI(
         title=f"statekit harness: {adapter_name}",

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from statekit.errors import ConfigError, ResetError
 from statekit.strategies.base import Builder, ResetStrategy, World
-from statekit.strategies.naming import CopyNamer, check_key
+from statekit.strategies.naming import CopyNamer, check_key, snapshot_owner
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,11 @@ class CowFilesystem(ResetStrategy):
 
     # -- orphans --------------------------------------------------------------------------------
     def sweep_orphans(self) -> list[str]:
-        """Unmount and delete the copies and builds of dead processes on this host; return their names."""
+        """Unmount and delete the copies, builds and snapshot goldens of dead processes on this host.
+
+        Returns their names. Copies go first: an overlay copy may read a snapshot golden as its lower
+        layer. The snapshot cache's goldens have no owner and stay.
+        """
         swept = []
         for folder in (self._copies, self._upper, self._building):
             for entry in sorted(os.listdir(folder)):
@@ -216,6 +220,12 @@ class CowFilesystem(ResetStrategy):
                     log.warning("removing orphan %s", folder / entry)
                     self._remove_tree(folder / entry)
                     swept.append(entry)
+        for entry in sorted(os.listdir(self._goldens)):
+            owner = snapshot_owner(entry)
+            if owner is not None and not owner.is_alive():
+                log.warning("dropping the snapshot golden %s of a dead process", entry)
+                self.drop(entry)
+                swept.append(entry)
         self._purge_trash()
         return sorted(set(swept))
 

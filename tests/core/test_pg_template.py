@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 
 from statekit.postgres import PostgresServer
-from statekit.strategies.naming import HOST_TAG, check_key
+from statekit.strategies.naming import HOST_TAG, CopyNamer, Owner, check_key, snapshot_key
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
 from tests.core.test_strategy_contract import PG_PROBE
 
 
-def test_orphans_of_a_dead_process_are_dropped_at_start(pg_cluster: PostgresServer) -> None:
+def _dead_owner() -> Owner:
+    """The owner of a process that has exited and been reaped."""
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    dead_pid = int(dead.stdout)
-    orphan_ep = f"sko_e_{HOST_TAG}_{dead_pid}_1"
-    orphan_build = f"sko_b_{HOST_TAG}_{dead_pid}_abc"
-    mine = f"sko_e_{HOST_TAG}_{os.getpid()}_999"
+    return Owner(HOST_TAG, int(dead.stdout), 1)
+
+
+def test_orphans_of_a_dead_process_are_dropped_at_start(pg_cluster: PostgresServer) -> None:
+    theirs = CopyNamer("sko", owner=_dead_owner())
+    orphan_ep, orphan_build = theirs.episode(), theirs.building("abc")
+    mine = CopyNamer("sko").episode()
     for name in (orphan_ep, orphan_build, mine):
         pg_cluster.create_database(name)
     strategy = PostgresTemplate(pg_cluster, prefix="sko")
@@ -89,13 +92,8 @@ def test_pool_serves_from_ready_copies(pg_cluster: PostgresServer) -> None:
 
 def test_snapshot_goldens_of_a_dead_process_are_swept(pg_cluster: PostgresServer) -> None:
     """Unlike the snapshot cache's goldens, a fork's golden belongs to its process."""
-    from statekit.strategies.naming import snapshot_key
-
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
     mine = snapshot_key("abc123")
-    theirs = mine.replace(f"{os.getpid()}x", f"{int(dead.stdout)}x", 1)
+    theirs = snapshot_key("abc123", owner=_dead_owner())
     cached = "cachekey1"
     for key in (mine, theirs, cached):
         pg_cluster.create_database(f"sksn_g_{key}")

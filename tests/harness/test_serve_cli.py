@@ -16,6 +16,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from websockets.asyncio.client import connect
 
+from statekit.postgres import PostgresServer
+from statekit.postgres.embedded import statekit_home
+from statekit.strategies.cow_fs import mounts_under
+from statekit.strategies.naming import CopyNamer, snapshot_owner
+
 from .helpers import LEDGER
 
 STATEKIT = str(Path(sys.executable).with_name("statekit"))
@@ -154,3 +159,49 @@ def test_a_token_sent_in_the_query_string_never_reaches_the_log() -> None:
     assert "GET /state?session_id=x&token=[redacted]" in output, output
     assert "access_token=[redacted]&api_key=[redacted]" in output, output
     assert secret not in output, output
+
+
+_KILLED_MID_EPISODE = """
+import json, os, signal, sys
+import statekit
+env = statekit.make("claims_app", db_url=sys.argv[1])
+env.reset(seed=7)
+env.snapshot()
+print(json.dumps({"db": env.world.handle["db"].id, "uploads": env.world.handle["uploads"].id}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_server_sweeps_a_killed_processs_leftovers_before_its_first_session(
+    pg_url: str, pg_cluster: PostgresServer
+) -> None:
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_EPISODE, pg_url], capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr
+    left = json.loads(killed.stdout)
+    files = statekit_home() / "files" / "claims_app"
+    owner = CopyNamer("skclaims").owner_of(left["db"])
+    assert owner is not None and owner.pid != os.getpid()
+    assert left["db"] in pg_cluster.databases("skclaims_e_") and (files / "copies" / left["uploads"]).exists()
+    forks = [name for name in os.listdir(files / "goldens") if snapshot_owner(name) == owner]
+    assert forks, "the fork's file golden is left behind"
+    proc = subprocess.Popen(
+        [STATEKIT, "serve", "claims_app", "--db-url", pg_url, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "STATEKIT_TOKEN"},
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split(" at ", 1)[1].split()[0]
+        assert httpx.get(f"{url}/health", timeout=120).json()["sessions"] == 0
+        names = CopyNamer("skclaims")
+        assert [name for name in pg_cluster.databases("skclaims_") if names.owner_of(name) == owner] == []
+        assert not (files / "copies" / left["uploads"]).exists()
+        assert [name for name in os.listdir(files / "goldens") if snapshot_owner(name) == owner] == []
+        assert [point for point in mounts_under(files) if left["uploads"] in point] == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

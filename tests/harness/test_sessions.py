@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 
@@ -15,7 +14,7 @@ from statekit.harness.errors import ApiError
 from statekit.harness.sessions import SessionPool
 from statekit.postgres import PostgresServer
 from statekit.servers import ThreadedServer
-from statekit.strategies.naming import HOST_TAG
+from statekit.strategies.naming import Owner
 
 from .helpers import LEDGER
 
@@ -75,10 +74,10 @@ def test_max_sessions_is_a_clear_429_and_closing_frees_a_slot(serve_app: Callabl
 def test_idle_sessions_are_reaped_with_their_databases(pg_url: str, pg_cluster: PostgresServer) -> None:
     clock = FakeClock()
     app = create_app(HarnessConfig("claims_app", db_url=pg_url, idle_timeout=60), clock=clock)
-    mine = f"skclaims_e_{HOST_TAG}_"
+    mine = f"skclaims_e_{Owner.current().tag}_"
 
     def episode_databases() -> set[str]:
-        return {name for name in pg_cluster.databases(mine) if f"_{os.getpid()}_" in name}
+        return set(pg_cluster.databases(mine))
 
     before = episode_databases()
     with ThreadedServer(app) as server, httpx.Client(base_url=server.url, timeout=120) as http:
