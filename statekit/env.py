@@ -142,7 +142,11 @@ class Environment:
                 log.exception("step %d of episode %s failed", self._step_count, self._episode_id)
                 message = f"the environment failed while applying {tool.name!r}: {type(exc).__name__}: {exc}"
                 return self._fail({"error": {"code": "environment_error", "message": message}})
-            tick = outcome.advance or timedelta(seconds=self.adapter.tick_seconds)
+            tick = (
+                outcome.advance
+                if outcome.advance is not None
+                else timedelta(seconds=self.adapter.tick_seconds)
+            )
             self._controls.clock.advance(tick)
         terminated = outcome.done
         try:
@@ -154,7 +158,11 @@ class Environment:
             )
         truncated = not terminated and self._step_count >= self._max_steps(episode)
         self._done = terminated or truncated
-        info = {"episode_id": self._episode_id, "step": self._step_count}
+        info = {
+            "episode_id": self._episode_id,
+            "step": self._step_count,
+            "clock": self._controls.clock.isoformat(),
+        }
         return StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple()
 
     def state(self) -> State:
@@ -302,7 +310,14 @@ class Environment:
         """An infrastructure failure inside a step: reward 0, truncated (the world may be half-written,
         so the episode cannot go on), and the reason in the observation and ``info["error"]``."""
         self._done = True
-        info = {"episode_id": self._episode_id, "step": self._step_count, "error": observation}
+        assert self._controls is not None
+        clock = self._controls.clock.isoformat()
+        info = {
+            "episode_id": self._episode_id,
+            "step": self._step_count,
+            "clock": clock,
+            "error": observation,
+        }
         return StepResult(observation, 0.0, False, True, info).as_tuple()
 
     def _score(self) -> float:

@@ -203,12 +203,15 @@ class ClaimsAdapter(Adapter):
         self._remote: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
 
     def fingerprint(self) -> dict[str, str]:
-        return {
+        made = {
             "app": f"claims_app-{getattr(app_pkg, '__version__', '0')}",
             "fixtures": _fixture_hash(),
             "builder": BUILDER_VERSION,
             "scale": str(self.scale),
         }
+        if self.image_id:  # a golden image carries the code that serves it: a new image, new goldens
+            made["image"] = self.image_id
+        return made
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
         if name == "template":  # the database and the upload directory, reset together
