@@ -18,10 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters.claims_app import ClaimsAdapter
-from statekit.determinism.controls import Controls
-from statekit.env import world_key
+from statekit.cache import WorldCache
 from statekit.postgres import ServerLease
-from statekit.strategies.base import World
 
 SEED = 7
 
@@ -30,14 +28,8 @@ def measure(scale: int, runs: int, lease: ServerLease) -> tuple[float, float, fl
     """(size MB, p50 seconds, peak MiB, rows) for one world size."""
     adapter = ClaimsAdapter(scale=scale)
     strategy = adapter.make_strategy("template", db_url=lease.server.admin_url)
-    key = world_key(adapter.fingerprint(), SEED)
-
-    def build(world: World) -> None:
-        with Controls(SEED, purpose="build").active():
-            adapter.build_world(world, SEED)
-
-    strategy.capture(key, build)
-    world = strategy.restore(key)
+    cache = WorldCache(adapter, strategy)  # the snapshot cache Environment uses
+    world = strategy.restore(cache.ensure(SEED))
     try:
         with lease.server.admin() as conn:
             size = conn.execute("SELECT pg_database_size(%s)", (world.handle["db"].id,)).fetchone()
@@ -53,6 +45,7 @@ def measure(scale: int, runs: int, lease: ServerLease) -> tuple[float, float, fl
         tracemalloc.stop()
     finally:
         strategy.discard(world)
+        cache.close()
         strategy.close()
     return (int(str(size[0])) / 1e6 if size else 0.0), statistics.median(times), peak, rows
 

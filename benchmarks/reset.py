@@ -20,8 +20,8 @@ from rich.table import Table
 from timing import percentile_ms, repeat, restore_latencies
 
 from adapters.claims_app import ClaimsAdapter
+from statekit.cache import WorldCache
 from statekit.determinism.controls import Controls
-from statekit.env import world_key
 from statekit.strategies.base import World
 from statekit.strategies.composite import Composite
 from statekit.strategies.pg_template import PostgresTemplate
@@ -34,7 +34,6 @@ def run(scale: int, resets: int, rebuilds: int, db_url: str | None) -> dict[str,
     adapter = ClaimsAdapter(scale=scale)
     strategy = adapter.make_strategy("template", db_url=db_url)
     assert isinstance(strategy, Composite)
-    key = world_key(adapter.fingerprint(), SEED)
 
     def build(world: World) -> None:
         with Controls(SEED, purpose="build").active():
@@ -46,7 +45,7 @@ def run(scale: int, resets: int, rebuilds: int, db_url: str | None) -> dict[str,
         strategy.drop(scratch)
 
     results = {"rebuild": repeat(rebuilds, rebuild)}
-    strategy.capture(key, build)
+    key = WorldCache(adapter, strategy).ensure(SEED)  # the snapshot cache Environment uses
     database = strategy.parts["db"]
     assert isinstance(database, PostgresTemplate)
     with database.server.admin() as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.cache import CacheEntry, CacheIndex, WorldCache
 from statekit.contract import State, StepResult, Task, Tool
 from statekit.env import Environment
 from statekit.errors import (
@@ -19,6 +20,7 @@ from statekit.errors import (
     StatekitError,
 )
 from statekit.registry import resolve_adapter
+from statekit.seeds import WorldSet
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
 from statekit.strategies.cow_fs import CowFilesystem
@@ -33,6 +35,9 @@ def make(
     prewarm: int = 0,
     max_steps: int | None = None,
     disable_controls: tuple[str, ...] = (),
+    cache_bytes: int | None = None,
+    num_worlds: int | None = None,
+    start_seed: int = 0,
     **adapter_options: Any,
 ) -> Environment:
     """A ready environment, like ``gymnasium.make``.
@@ -42,7 +47,11 @@ def make(
     ``db_url`` points database strategies at a server; without it statekit starts its embedded one.
     ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
     ``disable_controls`` switches determinism controls off, only to prove they matter.
+    ``cache_bytes`` bounds the snapshot cache (default ``$STATEKIT_CACHE_BYTES`` or 2 GiB; see
+    ``statekit.cache``). ``num_worlds``/``start_seed`` make seedless resets draw from seeds
+    ``start_seed .. start_seed + num_worlds - 1`` only (see ``statekit.seeds`` for the trade-off).
     """
+    worlds = WorldSet(num_worlds, start_seed)
     resolved = resolve_adapter(adapter, **adapter_options)
     name = strategy or resolved.strategies[0]
     if name not in resolved.strategies:
@@ -58,7 +67,15 @@ def make(
     if prewarm:
         chosen = Prewarmed(chosen, depth=prewarm)
     try:
-        return Environment(resolved, chosen, max_steps=max_steps, disable_controls=tuple(disable_controls))
+        cache = WorldCache(resolved, chosen, budget=cache_bytes)
+        return Environment(
+            resolved,
+            chosen,
+            max_steps=max_steps,
+            disable_controls=tuple(disable_controls),
+            cache=cache,
+            worlds=worlds,
+        )
     except BaseException:
         chosen.close()
         resolved.close()
@@ -68,6 +85,8 @@ def make(
 __all__ = [
     "ActionError",
     "Adapter",
+    "CacheEntry",
+    "CacheIndex",
     "Composite",
     "ConfigError",
     "CoverageError",
@@ -88,6 +107,8 @@ __all__ = [
     "Task",
     "Tool",
     "World",
+    "WorldCache",
+    "WorldSet",
     "make",
     "resolve_adapter",
 ]

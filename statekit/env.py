@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import uuid
@@ -13,12 +12,14 @@ from datetime import timedelta
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.cache import WorldCache
+from statekit.cache import world_key as world_key  # re-exported: benchmarks and tools import it from here
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
-from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
 from statekit.errors import ActionError, ConfigError, EnvironmentClosed, ResetNeeded, StatekitError
+from statekit.seeds import WorldSet
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.naming import snapshot_key
 from statekit.tools import parse_action
@@ -26,12 +27,6 @@ from statekit.tools import parse_action
 log = logging.getLogger(__name__)
 EPISODE_START = timedelta(hours=1)
 """Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
-
-
-def world_key(fingerprint: dict[str, str], seed: int) -> str:
-    """The snapshot-cache key: (app version, fixture hash, builder version, ..., seed)."""
-    body = canonical_json({"fingerprint": fingerprint, "seed": seed})
-    return hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
 @dataclass
@@ -58,6 +53,8 @@ class Environment:
         *,
         max_steps: int | None = None,
         disable_controls: tuple[str, ...] = (),
+        cache: WorldCache | None = None,
+        worlds: WorldSet | None = None,
     ) -> None:
         known = (*CORE_CONTROLS, *adapter.controls)
         unknown = sorted(set(disable_controls) - set(known))
@@ -68,7 +65,10 @@ class Environment:
         self.max_steps_override = max_steps
         self.disabled_controls = frozenset(disable_controls)
         adapter.disabled_controls = self.disabled_controls
-        self._fingerprint = adapter.fingerprint()
+        self.cache = cache or WorldCache(adapter, strategy)
+        """The snapshot cache: builds, leases and evicts goldens (``statekit.cache``)."""
+        self.worlds = worlds or WorldSet()
+        """The seeds a seedless reset draws from (``statekit.seeds``)."""
         self._episode: Episode | None = None
         self._world: World | None = None
         self._controls: Controls | None = None
@@ -81,7 +81,6 @@ class Environment:
         self._initial_digests: dict[str, str] = {}
         """Digest of each golden, computed on its first copy. Episodes must not write while starting
         (``check_reset_restores`` compares this with a fresh digest), so it is also the episode's."""
-        self.last_reset_cache = ""
         self._closed = False
 
     # -- the contract -------------------------------------------------------------------------
@@ -113,11 +112,11 @@ class Environment:
         """
         self._require_open()
         if seed is None:
-            seed = secrets.randbelow(2**31)
+            seed = self.worlds.draw()
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         options = dict(options or {})
-        key = self._ensure_golden(seed)
+        key = self.cache.ensure(seed)
         controls = Controls(seed, start_offset=EPISODE_START, disabled=self.disabled_controls)
         return self._begin(key, seed, options, task=None, controls=controls)
 
@@ -193,7 +192,7 @@ class Environment:
     def open_world(self, seed: int) -> Iterator[World]:
         """A fresh copy of the seed's initial world with no episode on it (schema and drift checks)."""
         self._require_open()
-        world = self.strategy.restore(self._ensure_golden(seed))
+        world = self.strategy.restore(self.cache.ensure(seed))
         try:
             yield world
         finally:
@@ -239,14 +238,17 @@ class Environment:
         finally:
             self._snapshots.clear()
             try:
-                self.strategy.close()
+                self.cache.close()  # its leases: the goldens this environment used may be evicted now
             finally:
-                self.adapter.close()
+                try:
+                    self.strategy.close()
+                finally:
+                    self.adapter.close()
 
     def prefetch(self, seeds: list[int]) -> None:
         """Tell the strategy which seeds come next so a pool can pre-clone them."""
         self._require_open()
-        self.strategy.prefetch([self._ensure_golden(seed) for seed in seeds])
+        self.strategy.prefetch(self.cache.prefetch(seeds))
 
     def __enter__(self) -> Environment:
         return self
@@ -254,22 +256,12 @@ class Environment:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def last_reset_cache(self) -> str:
+        """ "hit" if the last reset's world came from the cache, "miss" if it was built."""
+        return self.cache.last
+
     # -- internals ----------------------------------------------------------------------------
-    def _ensure_golden(self, seed: int) -> str:
-        key = world_key(self._fingerprint, seed)
-        if self.strategy.has(key):
-            self.last_reset_cache = "hit"
-            return key
-        self.last_reset_cache = "miss"
-        build_controls = Controls(seed, purpose="build")
-
-        def build(world: World) -> None:
-            with build_controls.active():
-                self.adapter.build_world(world, seed)
-
-        self.strategy.capture(key, build)
-        return key
-
     def _begin(
         self, key: str, seed: int, options: dict[str, JSON], *, task: Task | None, controls: Controls
     ) -> tuple[JSON, dict]:

@@ -91,7 +91,13 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     def make_env() -> Environment:
         return statekit.make(
-            config.adapter, strategy=config.strategy, db_url=config.db_url, **config.adapter_options
+            config.adapter,
+            strategy=config.strategy,
+            db_url=config.db_url,
+            cache_bytes=config.cache_bytes,
+            num_worlds=config.num_worlds,
+            start_seed=config.start_seed,
+            **config.adapter_options,
         )
 
     pool = SessionPool(
@@ -208,7 +214,12 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     def health() -> HealthResponse:
         """Liveness, for probes (open even when a token is set)."""
         return HealthResponse(
-            status="healthy", adapter=adapter_name, sessions=len(pool), max_sessions=pool.max_sessions
+            status="healthy",
+            adapter=adapter_name,
+            sessions=len(pool),
+            max_sessions=pool.max_sessions,
+            num_worlds=config.num_worlds,
+            start_seed=config.start_seed,
         )
 
     @app.get("/schema", operation_id="schema", response_model=SchemaResponse, responses=ERRORS)

@@ -106,6 +106,14 @@ class PostgresServer:
             ).fetchall()
         return [str(row[0]) for row in rows]
 
+    def database_size(self, name: str) -> int | None:
+        """``pg_database_size`` of ``name`` in bytes, or None if there is no such database."""
+        with self.admin() as conn:
+            row = conn.execute(
+                "SELECT pg_database_size(datname) FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone()
+        return None if row is None else int(str(row[0]))
+
     def exists(self, name: str) -> bool:
         with self.admin() as conn:
             row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()

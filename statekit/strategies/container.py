@@ -169,6 +169,15 @@ class ContainerPerEpisode(ResetStrategy):
         with contextlib.suppress(Exception):  # never captured, or already dropped
             self.client.images.remove(self.golden_tag(key), force=True)
 
+    def footprint(self, key: str) -> int | None:
+        """What the golden image adds to the image it was started from (layers below are shared)."""
+        try:
+            golden = self.client.images.get(self.golden_tag(key))
+            base = self.client.images.get(self.image_id)
+        except Exception:
+            return None
+        return max(0, int(golden.attrs.get("Size", 0)) - int(base.attrs.get("Size", 0)))
+
     def close(self) -> None:
         """Remove the containers this instance started (other instances in the process keep theirs)."""
         for container_id in list(self._started):

@@ -195,6 +195,24 @@ class CowFilesystem(ResetStrategy):
             os.rename(golden, self._trash / f"{key}.{secrets.token_hex(4)}")
         self._purge_trash()
 
+    def footprint(self, key: str) -> int | None:
+        """Disk blocks of the golden tree, as ``du`` counts them (a hard-linked file once)."""
+        golden = self._goldens / check_key(key)
+        if not golden.is_dir():
+            return None
+        seen: set[tuple[int, int]] = set()
+        total = 0
+        for folder, dirs, files in os.walk(golden):
+            for name in (folder, *(os.path.join(folder, entry) for entry in (*dirs, *files))):
+                try:
+                    stat = os.lstat(name)
+                except FileNotFoundError:  # dropped meanwhile
+                    continue
+                if (stat.st_dev, stat.st_ino) not in seen:
+                    seen.add((stat.st_dev, stat.st_ino))
+                    total += stat.st_blocks * 512
+        return total
+
     def close(self) -> None:
         """Discard the copies still handed out: a mount must not outlive the strategy that made it."""
         with self._lock:

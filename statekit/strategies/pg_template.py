@@ -86,6 +86,9 @@ class PostgresTemplate(ResetStrategy):
     def drop(self, key: str) -> None:
         self.server.drop_database(self.names.golden(key))
 
+    def footprint(self, key: str) -> int | None:
+        return self.server.database_size(self.names.golden(key))
+
     def close(self) -> None:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:

@@ -52,6 +52,9 @@ class Prewarmed(ResetStrategy):
         self.misses += 1
         return self.inner.restore(key)
 
+    def footprint(self, key: str) -> int | None:
+        return self.inner.footprint(key)
+
     def prefetch(self, keys: list[str]) -> None:
         with self._cond:
             for key in keys:

@@ -205,3 +205,9 @@ def test_the_server_sweeps_a_killed_processs_leftovers_before_its_first_session(
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_a_bad_world_set_or_cache_budget_is_refused() -> None:
+    assert "num_worlds must be at least 1" in _serve(LEDGER, "--num-worlds", "0", "--port", "0").stderr
+    result = _serve(LEDGER, "--cache-bytes", "lots", "--port", "0")
+    assert result.returncode == 2 and "cannot read 'lots' as a size" in result.stderr
