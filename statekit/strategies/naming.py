@@ -6,10 +6,11 @@ what makes the test sound: a pid alone is reused by the kernel, and a killed pro
 reaped yet (a zombie) still answers ``kill(pid, 0)``. An owner is alive only if a process with that
 pid runs now, is not a zombie, and started at that same time.
 
-Formats (pid and start time in base 36 where an underscore separates them, decimal in keys)::
+Formats (pid and start time in base 36 in names, decimal in keys; the dashes keep names of older
+versions, ``{prefix}_e_{host}_{pid}_{n}``, from ever parsing as an owner)::
 
-    {prefix}_e_{host}_{pid}_{start}_{n}          an episode copy
-    {prefix}_b_{host}_{pid}_{start}_{n}_{key}    a golden being built
+    {prefix}_e_{host}-{pid}-{start}_{n}          an episode copy
+    {prefix}_b_{host}-{pid}-{start}_{n}_{key}    a golden being built
     {prefix}_g_{key}                             a golden (the snapshot cache: no owner, it outlives us)
     s{host}{pid}p{start}x{token}                 a snapshot (fork) key: its golden belongs to a process
 
@@ -106,8 +107,8 @@ class Owner:
 
     @property
     def tag(self) -> str:
-        """For names with underscores: ``{host}_{pid36}_{start36}``."""
-        return f"{self.host}_{_base36(self.pid)}_{_base36(self.start)}"
+        """For names: ``{host}-{pid36}-{start36}``."""
+        return f"{self.host}-{_base36(self.pid)}-{_base36(self.start)}"
 
     @property
     def label(self) -> str:
@@ -134,7 +135,7 @@ class CopyNamer:
         self._owner = owner
         """Fixed only to name resources on another process's behalf (tests of the sweep)."""
         self._copy = re.compile(
-            rf"^{re.escape(prefix)}_[be]_(?P<host>[0-9a-f]{{6}})_(?P<pid>[0-9a-z]+)_(?P<start>[0-9a-z]+)_"
+            rf"^{re.escape(prefix)}_[be]_(?P<host>[0-9a-f]{{6}})-(?P<pid>[0-9a-z]+)-(?P<start>[0-9a-z]+)_"
         )
 
     @property
