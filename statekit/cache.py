@@ -122,27 +122,20 @@ CREATE INDEX IF NOT EXISTS leases_by_key ON leases (store, key);
 
 
 class CacheIndex:
-    """The shared record of goldens and leases: a SQLite file, or private memory (``path=None``)."""
+    """The shared record of goldens and leases: a SQLite file, or private memory (``path=None``).
+
+    A process keeps one connection per file (opening one costs milliseconds, a transaction
+    microseconds), shared by its threads under a lock; a forked child opens its own.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self._lock = threading.RLock()
-        self._memory: sqlite3.Connection | None = None
         if path is None:
-            self._memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            self._memory.executescript(_SCHEMA)
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            conn.executescript(_SCHEMA)
+            self._db = _Connection(conn)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connection() as conn:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version not in (0, INDEX_FORMAT):
-                    raise ConfigError(
-                        f"{path} has cache index format {version}, this statekit reads {INDEX_FORMAT}: "
-                        "delete the file (the goldens are re-indexed as they are used)"
-                    )
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
-                conn.execute(f"PRAGMA user_version={INDEX_FORMAT}")
+            self._db = _Connection.open(path)
 
     @classmethod
     def shared(cls) -> CacheIndex:
@@ -150,22 +143,10 @@ class CacheIndex:
         return cls(statekit_home() / "cache" / "worlds.sqlite")
 
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        if self._memory is not None:
-            yield self._memory
-            return
-        assert self.path is not None
-        conn = sqlite3.connect(self.path, timeout=120, isolation_level=None)
-        try:
-            conn.execute("PRAGMA synchronous=NORMAL")  # a cache record: losing the last commit is harmless
-            yield conn
-        finally:
-            conn.close()
-
-    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: every process's writers wait for it (``BEGIN IMMEDIATE``)."""
-        with self._lock, self._connection() as conn:
+        with self._db.lock:
+            conn = self._db.conn
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -190,6 +171,39 @@ class CacheIndex:
         """Bytes of every golden in the record."""
         with self.transaction() as db:
             return int(db.execute("SELECT coalesce(sum(bytes), 0) FROM goldens").fetchone()[0])
+
+
+class _Connection:
+    """One SQLite connection and the lock its threads take turns on."""
+
+    _open: dict[tuple[int, Path], _Connection] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.lock = threading.RLock()
+
+    @classmethod
+    def open(cls, path: Path) -> _Connection:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        where = (os.getpid(), path.parent.resolve() / path.name)
+        with cls._registry_lock:
+            made = cls._open.get(where)
+            if made is None:
+                conn = sqlite3.connect(path, timeout=120, isolation_level=None, check_same_thread=False)
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, INDEX_FORMAT):
+                    conn.close()
+                    raise ConfigError(
+                        f"{path} has cache index format {version}, this statekit reads {INDEX_FORMAT}: "
+                        "delete the file (the goldens are re-indexed as they are used)"
+                    )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # a cache record: losing a last commit is harmless
+                conn.executescript(_SCHEMA)
+                conn.execute(f"PRAGMA user_version={INDEX_FORMAT}")
+                made = cls._open[where] = cls(conn)
+            return made
 
 
 def forget_dead_leases(db: sqlite3.Connection) -> None:
