@@ -39,6 +39,7 @@ import re
 import secrets
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -108,6 +109,21 @@ class CacheEntry:
             "pinned": self.pinned,
             "leased": self.leased,
         }
+
+
+class Memo(OrderedDict[str, str]):
+    """A dict that keeps its ``size`` most recently written entries: per-golden facts an environment
+    remembers (the golden's digest) must not grow with every seed a long run of seedless resets draws."""
+
+    def __init__(self, size: int = 4096) -> None:
+        super().__init__()
+        self.size = size
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 _SCHEMA = """

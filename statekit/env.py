@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.cache import WorldCache
+from statekit.cache import Memo, WorldCache
 from statekit.cache import world_key as world_key  # re-exported: benchmarks and tools import it from here
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
@@ -78,7 +78,7 @@ class Environment:
         self._step_count = 0
         self._done = False
         self._snapshots: dict[str, _Snapshot] = {}
-        self._initial_digests: dict[str, str] = {}
+        self._initial_digests: dict[str, str] = Memo()  # bounded: seedless runs draw endless seeds
         """Digest of each golden, computed on its first copy. Episodes must not write while starting
         (``check_reset_restores`` compares this with a fresh digest), so it is also the episode's."""
         self._closed = False

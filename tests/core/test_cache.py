@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import statekit
-from statekit.cache import CacheIndex, WorldCache, parse_size
+from statekit.cache import CacheIndex, Memo, WorldCache, parse_size
 from statekit.errors import ConfigError
 from statekit.strategies.memory import InMemory
 from statekit.testing.ledger import LedgerAdapter
@@ -121,3 +121,11 @@ def test_sizes_read_like_people_write_them() -> None:
     assert parse_size("1.5k") == 1536
     with pytest.raises(ConfigError, match="cannot read 'lots' as a size"):
         parse_size("lots")
+
+
+def test_per_golden_memos_stay_bounded() -> None:
+    memo = Memo(size=3)
+    for n in range(10):
+        memo[f"k{n}"] = str(n)
+    memo["k7"] = "again"
+    assert list(memo) == ["k8", "k9", "k7"]
