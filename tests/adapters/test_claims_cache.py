@@ -40,14 +40,15 @@ def test_eviction_spares_live_episodes_and_pools_and_the_cli_reports_it(
         budget = entry.size + entry.size // 2  # room for one world besides whatever is leased
         a.step({"tool": "list_claims", "limit": 1})
         with statekit.make("claims_app", db_url=pg_url, cache_bytes=budget) as b:
-            for seed in (21, 22):
+            for seed in (21, 22, 24):  # a holder leases its current world and the one before
                 b.reset(seed=seed)
             assert b.cache.key(21) in b.cache.evicted, "the least recently used unleased world went"
             assert a.cache.key(20) not in b.cache.evicted, "a live episode's world stays"
             assert a.step({"tool": "list_claims", "limit": 1})[0]["status"] == 200
             assert a.state().step_count == 2
 
-            a.reset(seed=23)  # a's lease moves on; its pool keeps a ready (mounted) copy of seed 20
+            a.reset(seed=23)
+            a.reset(seed=22)  # a's leases moved on; its pool keeps a ready (mounted) copy of seed 20
             pool = a.strategy
             assert isinstance(pool, statekit.Prewarmed) and pool.wait_ready(a.cache.key(20), timeout=120)
             evicted = b.cache.prune(0)
