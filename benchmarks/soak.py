@@ -369,7 +369,13 @@ async def drive(
             while time.monotonic() < deadline + 1:
                 sample: dict[str, float] = {"t": time.monotonic() - tally.started, "requests": tally.requests}
                 sample.update(proc_stats(server_pid))
-                sample["sessions"] = (await http.get("/health")).json()["sessions"]
+                t0 = time.perf_counter()
+                try:
+                    sample["sessions"] = (await http.get("/health")).json()["sessions"]
+                except httpx.HTTPError as exc:
+                    tally.errors[f"health probe {type(exc).__name__}"] += 1
+                    sample["sessions"] = -1
+                sample["health_ms"] = (time.perf_counter() - t0) * 1000
                 sample["pg_backends"] = await asyncio.to_thread(inventory.backends)
                 recorded, measured = await asyncio.to_thread(inventory.cache_bytes)
                 sample["cache_mb"], sample["goldens_on_disk_mb"] = recorded / 2**20, measured / 2**20
@@ -378,7 +384,8 @@ async def drive(
                     f"  {sample['t'] / 60:5.1f} min  {tally.requests:7d} requests  "
                     f"RSS {sample['rss_mb']:7.1f} MB  fds {sample['fds']:4.0f}  "
                     f"threads {sample['threads']:3.0f}  "
-                    f"sessions {sample['sessions']:3.0f}  pg backends {sample['pg_backends']:3.0f}  "
+                    f"sessions {sample['sessions']:3.0f} (/health {sample['health_ms']:5.0f} ms)  "
+                    f"pg backends {sample['pg_backends']:3.0f}  "
                     f"cache {sample['cache_mb']:6.1f} MB (on disk {sample['goldens_on_disk_mb']:6.1f})",
                     flush=True,
                 )

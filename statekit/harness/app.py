@@ -211,8 +211,9 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         return ClosedResponse(session_id=chosen, closed=True)
 
     @app.get("/health", operation_id="health", response_model=HealthResponse)
-    def health() -> HealthResponse:
-        """Liveness, for probes (open even when a token is set)."""
+    async def health() -> HealthResponse:
+        """Liveness, for probes (open even when a token is set). On the event loop, not in the thread
+        pool: a probe must answer while every worker thread is busy resetting worlds."""
         return HealthResponse(
             status="healthy",
             adapter=adapter_name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -14,7 +15,9 @@ from statekit.harness.errors import ApiError
 from statekit.harness.sessions import SessionPool
 from statekit.postgres import PostgresServer
 from statekit.servers import ThreadedServer
+from statekit.strategies.memory import InMemory
 from statekit.strategies.naming import Owner
+from statekit.testing.ledger import LedgerAdapter
 
 from .helpers import LEDGER
 
@@ -147,3 +150,27 @@ def test_a_full_pool_refuses_and_close_all_empties_it(clock: FakeClock) -> None:
     assert full.value.status == 429
     pool.close_all()
     assert len(pool) == 0
+
+
+class SlowCopies(InMemory):
+    def restore(self, key: str) -> statekit.World:
+        time.sleep(4)  # like a big clone: I/O, outside the determinism controls' lock
+        return super().restore(key)
+
+
+class SlowLedger(LedgerAdapter):
+    """Every restore takes four seconds, so concurrent resets hold every worker thread."""
+
+    def make_strategy(self, name: str, **options: object) -> statekit.ResetStrategy:
+        return SlowCopies()
+
+
+def test_health_answers_while_every_worker_thread_is_busy(serve_app: Callable[..., str]) -> None:
+    url = serve_app("tests.harness.test_sessions:SlowLedger", max_sessions=64)
+    with httpx.Client(base_url=url, timeout=60) as http, ThreadPoolExecutor(48) as clients:
+        resets = [clients.submit(http.post, "/reset", json={"seed": n}) for n in range(48)]  # > 40 threads
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert http.get("/health", timeout=5).json()["status"] == "healthy"
+        assert time.monotonic() - started < 1, "the probe waited for a worker thread"
+        assert all(reset.result().status_code == 200 for reset in resets)
