@@ -6,7 +6,8 @@ bound, a long run of seedless resets (each draws a new seed) fills the disk. ``W
 one object that decides which goldens exist:
 
 - ``ensure(seed)`` returns the seed's key, building the golden on a miss, and marks it used;
-- after a build it evicts the least recently used goldens until the total is within the budget,
+- before a build (counting the golden being built at the store's average size) and after it, it
+  evicts the least recently used goldens until the total is within the budget,
   skipping *pinned* worlds and *leased* ones (the golden of a live episode, or of a seed announced
   with ``prefetch``, in any process);
 - ``pin``/``prune``/``entries`` serve ``statekit cache pin|prune|ls|du``.
@@ -302,6 +303,8 @@ class WorldCache:
                 self._evict()
             return key
         self.last = "miss"
+        self._reserve(key)
+        self._evict()  # make room first: a golden being built already takes disk
         try:
             self._build(seed, key)
         except BaseException:
@@ -381,13 +384,25 @@ class WorldCache:
         with self.index.transaction() as db:
             db.execute("UPDATE goldens SET bytes = ? WHERE store = ? AND key = ?", (size, self.store, key))
 
-    def _forget_unbuilt(self, key: str) -> None:
-        """A failed build leaves no golden: drop its row unless it is pinned."""
+    def _reserve(self, key: str) -> None:
+        """Count a golden being built at the size of this store's others, so the budget holds for the
+        disk while builds run (in every process), not only once each is measured."""
         with self.index.transaction() as db:
-            db.execute(
-                "DELETE FROM goldens WHERE store = ? AND key = ? AND pinned = 0 AND bytes IS NULL",
-                (self.store, key),
-            )
+            (estimate,) = db.execute(
+                "SELECT avg(bytes) FROM goldens WHERE store = ? AND key != ? AND bytes > 0", (self.store, key)
+            ).fetchone()
+            if estimate is not None:
+                db.execute(
+                    "UPDATE goldens SET bytes = ? WHERE store = ? AND key = ? AND bytes IS NULL",
+                    (int(estimate), self.store, key),
+                )
+
+    def _forget_unbuilt(self, key: str) -> None:
+        """A failed build leaves no golden: drop its row (and reservation) unless it is pinned."""
+        if self.strategy.has(key):  # another holder published it meanwhile
+            return
+        with self.index.transaction() as db:
+            db.execute("DELETE FROM goldens WHERE store = ? AND key = ? AND pinned = 0", (self.store, key))
 
     def _evict(self, target: int | None = None) -> list[str]:
         limit = self.budget if target is None else target
