@@ -11,7 +11,7 @@ from statekit.postgres import PostgresServer
 from statekit.strategies.naming import HOST_TAG, CopyNamer, Owner, check_key, snapshot_key
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
-from tests.core.test_strategy_contract import PG_PROBE
+from tests.core.test_strategy_contract import PG_PROBE, _sql
 
 
 def _dead_owner() -> Owner:
@@ -102,3 +102,22 @@ def test_snapshot_goldens_of_a_dead_process_are_swept(pg_cluster: PostgresServer
     assert sorted(pg_cluster.databases("sksn_")) == sorted([f"sksn_g_{mine}", f"sksn_g_{cached}"])
     for key in (mine, cached):
         strategy.drop(key)
+
+
+def test_a_golden_is_published_vacuumed_so_its_recorded_size_holds(pg_cluster: PostgresServer) -> None:
+    """Autovacuum must find nothing to do in a golden: its visibility and free-space maps (a few
+    pages per table and index) would grow it past the size the cache recorded."""
+    strategy = PostgresTemplate(pg_cluster, prefix="skv")
+    tables = "".join(
+        f"CREATE TABLE t{n} (v int PRIMARY KEY, note text);"
+        f"INSERT INTO t{n} SELECT i, repeat('x', 40) FROM generate_series(1, 3000) i;"
+        for n in range(12)
+    )
+    strategy.capture("vac1", lambda w: _sql(w, tables))
+    size = strategy.footprint("vac1")
+    assert size is not None
+    pg_cluster.vacuum(strategy.names.golden("vac1"))  # what autovacuum would do, later
+    after = strategy.footprint("vac1")
+    assert after is not None and abs(after - size) <= 4 * 8192, f"{size} -> {after}"
+    strategy.drop("vac1")
+    assert strategy.footprint("vac1") is None
