@@ -161,9 +161,10 @@ class ClaimsEpisode(Episode):
         if self.client is not None:
             self.client.close()
         self.engine.dispose()
-        # FastAPI's callable caches (4096 entries each) keep this episode's route functions, and
-        # through their closures this engine, for thousands of episodes: drop what it compiled.
+        # FastAPI's callable caches (4096 entries each) keep this episode's route functions, and through
+        # their closures its session factory, for thousands of episodes: unbind the engine from it.
         self.engine.clear_compiled_cache()
+        self.sessions.configure(bind=None)
 
 
 class ClaimsAdapter(Adapter):
