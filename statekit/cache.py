@@ -6,7 +6,7 @@ bound, a long run of seedless resets (each draws a new seed) fills the disk. ``W
 one object that decides which goldens exist:
 
 - ``ensure(seed)`` returns the seed's key, building the golden on a miss, and marks it used;
-- before a build (counting the golden being built at the store's average size) and after it, it
+- before a build (counting the golden being built at the size of the store's largest) and after it, it
   evicts the least recently used goldens until the total is within the budget,
   skipping *pinned* worlds and *leased* ones (the golden of a live episode, or of a seed announced
   with ``prefetch``, in any process);
@@ -385,11 +385,11 @@ class WorldCache:
             db.execute("UPDATE goldens SET bytes = ? WHERE store = ? AND key = ?", (size, self.store, key))
 
     def _reserve(self, key: str) -> None:
-        """Count a golden being built at the size of this store's others, so the budget holds for the
+        """Count a golden being built at the size of this store's largest, so the budget holds for the
         disk while builds run (in every process), not only once each is measured."""
         with self.index.transaction() as db:
             (estimate,) = db.execute(
-                "SELECT avg(bytes) FROM goldens WHERE store = ? AND key != ? AND bytes > 0", (self.store, key)
+                "SELECT max(bytes) FROM goldens WHERE store = ? AND key != ? AND bytes > 0", (self.store, key)
             ).fetchone()
             if estimate is not None:
                 db.execute(
