@@ -1,106 +1,243 @@
-"""Reset latency: rebuilding the world vs cloning the golden vs taking a pre-warmed copy.
+"""Reset latency as a trainer pays it: ``env.reset`` end to end, back to back, episodes of a few steps.
 
-    python benchmarks/reset.py [--resets 50] [--rebuilds 5] [--scales 1,145] [--db-url URL]
+    python benchmarks/reset.py [--episodes 60] [--scales 1,145,1450] [--no-wide] [--db-url URL]
 
-The claims world is its database plus its upload directory, reset together by the adapter's own
-``template`` strategy (a Composite of PostgresTemplate and CowFilesystem). For each data size it
-prints p50/p99 of: *rebuild* (the naive reset: run the app's seed script into an empty world),
-*clone* (restore a copy of the cached golden), *pool* (take a copy a background thread already
-restored), side by side with ratios. Rebuilds are sampled fewer times because they are slow.
+Every column but the first and the last two times ``env.reset`` from ``statekit.make`` exactly as a
+trainer calls it: reset, play the task's reference script (two to four steps that write), reset
+again, with no pause in between (a pool gets no idle time to refill). Episodes alternate between two
+seeds. Per world (claims at ~10 MB, ~100 MB and ~1 GB, and a wide world of 100 small tables):
+
+- rebuild: the naive reset, the application's seed script into an empty world (what a seed's first
+  reset pays once, before its golden exists);
+- clone: ``strategy="template"``, a template clone of the database plus a copy-on-write directory;
+- pool: ``strategy="template", prewarm=2``, sustained, with its hit rate;
+- rewind: the default (``strategy="rewind"``): the used world is rewound in place from its journal;
+- rewind (strategy): the strategy's part of a rewind reset alone (undo the journal, hand back);
+- ROLLBACK floor: the same row changes applied in a transaction, then rolled back: the cost of
+  undoing them that no reset can beat;
+- fork: ``env.snapshot()`` then ``env.restore()`` mid-episode.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from timing import percentile_ms, repeat, restore_latencies
+from timing import percentile_ms, repeat
+from wide_world import WideWorld
 
+import statekit
 from adapters.claims_app import ClaimsAdapter
-from statekit.cache import WorldCache
 from statekit.determinism.controls import Controls
+from statekit.postgres.journal import Journal, multirange
 from statekit.strategies.base import World
-from statekit.strategies.composite import Composite
-from statekit.strategies.pg_template import PostgresTemplate
-from statekit.strategies.prewarmed import Prewarmed
 
-SEED = 7
+SEEDS = (7, 8)
 
 
-def run(scale: int, resets: int, rebuilds: int, db_url: str | None) -> dict[str, list[float]]:
-    adapter = ClaimsAdapter(scale=scale)
+def _play(env: statekit.Environment, seed: int) -> None:
+    """The episode a trainer would play between two resets: the task's reference script."""
+    for action in env.adapter.reference_actions(env.task):
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return
+
+
+def reset_latencies(make: Callable[[], statekit.Environment], episodes: int) -> tuple[list[float], Any]:
+    """``env.reset`` times over back-to-back episodes (the first reset of each seed is warm-up)."""
+    with make() as env:
+        for seed in SEEDS:
+            env.reset(seed=seed)
+            _play(env, seed)
+        samples = []
+        for i in range(episodes):
+            seed = SEEDS[i % len(SEEDS)]
+            t0 = time.perf_counter()
+            env.reset(seed=seed)
+            samples.append(time.perf_counter() - t0)
+            _play(env, seed)
+        return samples, env.strategy
+
+
+def rewind_parts(make: Callable[[], statekit.Environment], episodes: int) -> dict[str, list[float]]:
+    """The strategy's share of a rewind reset, the ROLLBACK floor of the same changes, forks."""
+    out: dict[str, list[float]] = {"strategy": [], "rollback": [], "changes": [], "fork": []}
+    with make() as env:
+        strategy = env.strategy
+        discard, restore = strategy.discard, strategy.restore
+        spent = [0.0]
+
+        def timed_discard(world: World) -> None:
+            t0 = time.perf_counter()
+            discard(world)
+            spent[0] += time.perf_counter() - t0
+
+        def timed_restore(key: str) -> World:
+            t0 = time.perf_counter()
+            world = restore(key)
+            spent[0] += time.perf_counter() - t0
+            return world
+
+        strategy.discard, strategy.restore = timed_discard, timed_restore  # type: ignore[method-assign]
+        for seed in SEEDS:
+            env.reset(seed=seed)
+            _play(env, seed)
+        for i in range(episodes):
+            seed = SEEDS[i % len(SEEDS)]
+            spent[0] = 0.0
+            env.reset(seed=seed)
+            out["strategy"].append(spent[0])
+            script = env.adapter.reference_actions(env.task)
+            for action in script[:-1]:
+                env.step(action)
+            t0 = time.perf_counter()
+            env.restore(env.snapshot())
+            out["fork"].append(time.perf_counter() - t0)
+            # the floor: the same changes, in one transaction, rolled back
+            journal = (
+                env.world.handle["db"].handle if isinstance(env.world.handle, dict) else env.world.handle
+            )
+            assert isinstance(journal, Journal)
+            path = journal.cut().path
+            mark = strategy.mark(env.world)  # keeps the journal entries through the next rewind
+            env.reset(seed=seed)
+            conn = journal.connection()
+            conn.execute("BEGIN")
+            moved = conn.execute(
+                "SELECT _statekit.move(%s::int8multirange, '{}'::int8multirange, '{}'::jsonb, false)",
+                (multirange(path),),
+            ).fetchone()
+            t0 = time.perf_counter()
+            conn.execute("ROLLBACK")
+            out["rollback"].append(time.perf_counter() - t0)
+            out["changes"].append(float(moved[0]) if moved else 0.0)
+            strategy.forget(mark)
+    return out
+
+
+def rebuilds(adapter: statekit.Adapter, n: int, db_url: str | None) -> list[float]:
+    """The naive reset: build the seed's world from nothing (into a scratch key, then dropped)."""
     strategy = adapter.make_strategy("template", db_url=db_url)
-    assert isinstance(strategy, Composite)
 
     def build(world: World) -> None:
-        with Controls(SEED, purpose="build").active():
-            adapter.build_world(world, SEED)
+        with Controls(SEEDS[0], purpose="build").active():
+            adapter.build_world(world, SEEDS[0])
 
-    def rebuild() -> None:
+    def once() -> None:
         scratch = f"rebuild{time.perf_counter_ns()}"
         strategy.capture(scratch, build)
         strategy.drop(scratch)
 
-    results = {"rebuild": repeat(rebuilds, rebuild)}
-    key = WorldCache(adapter, strategy).ensure(SEED)  # the snapshot cache Environment uses
-    database = strategy.parts["db"]
-    assert isinstance(database, PostgresTemplate)
-    with database.server.admin() as conn:
-        size = conn.execute("SELECT pg_database_size(%s)", (database.names.golden(key),)).fetchone()
-    results["size_mb"] = [int(str(size[0])) / 1e6] if size else [0.0]
-    results["clone"] = restore_latencies(strategy, key, resets)
-    with Prewarmed(adapter.make_strategy("template", db_url=db_url), depth=2) as pool:
-        samples = []
-        for _ in range(resets):
-            pool.prefetch([key])
-            pool.wait_ready(key, timeout=120)  # an episode outlasts a clone, so the pool is full again
-            samples.extend(restore_latencies(pool, key, 1))
-        results["pool"] = samples
-        results["pool_hits"] = [pool.hits / max(1, pool.hits + pool.misses)]
-    strategy.close()
-    return results
+    try:
+        return repeat(n, once)
+    finally:
+        strategy.close()
+
+
+def world_size_mb(make: Callable[[], statekit.Environment]) -> float:
+    with make() as env:
+        env.reset(seed=SEEDS[0])
+        journal = env.world.handle["db"].handle
+        assert isinstance(journal, Journal)
+        row = journal.connection().execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) / 1e6 if row else 0.0
+
+
+def measure(
+    name: str, adapter: Callable[[], Any], episodes: int, rebuild_runs: int, db_url: str | None
+) -> dict:
+    def make(**options: Any) -> Callable[[], statekit.Environment]:
+        return lambda: statekit.make(adapter(), db_url=db_url, **options)
+
+    row: dict[str, Any] = {"name": name}
+    row["rewind"], stats = reset_latencies(make(), episodes)  # builds the goldens first
+    row["size"] = world_size_mb(make())
+    row["stats"] = stats.stats.as_dict()
+    row["rebuild"] = rebuilds(adapter(), rebuild_runs, db_url)
+    row["clone"], _ = reset_latencies(make(strategy="template"), max(10, episodes // 3))
+    row["pool"], pool = reset_latencies(make(strategy="template", prewarm=2), max(10, episodes // 3))
+    row["pool_hits"] = pool.hits / max(1, pool.hits + pool.misses)
+    row.update(rewind_parts(make(), max(10, episodes // 3)))
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--resets", type=int, default=50)
-    parser.add_argument("--rebuilds", type=int, default=5)
-    parser.add_argument("--scales", default="1,145", help="fixture scales; 1 is ~9 MB, 145 is ~100 MB")
+    parser.add_argument("--episodes", type=int, default=60)
+    parser.add_argument("--rebuilds", type=int, default=2)
+    parser.add_argument(
+        "--scales", default="1,145,1450", help="claims fixture scales: ~10 MB, ~100 MB, ~1 GB"
+    )
+    parser.add_argument("--no-wide", action="store_true", help="skip the wide world of 100 small tables")
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
-    table = Table(
-        "world (database size)",
-        "rebuild p50 / p99",
-        "clone p50 / p99",
-        "pool p50 / p99",
-        "rebuild ÷ clone",
-        "clone ÷ pool",
-        "pool hits",
-        title=f"claims_app reset latency (ms): {args.resets} clones and pool takes, {args.rebuilds} rebuilds",
-    )
+    rows = []
     for scale in (int(s) for s in args.scales.split(",")):
-        r = run(scale, args.resets, args.rebuilds, args.db_url)
-        rebuild, clone, pool = (statistics.median(r[k]) * 1000 for k in ("rebuild", "clone", "pool"))
-        table.add_row(
-            f"scale {scale}: {r['size_mb'][0]:.0f} MB",
-            f"{rebuild:.0f} / {percentile_ms(r['rebuild'], 0.99):.0f}",
-            f"{clone:.1f} / {percentile_ms(r['clone'], 0.99):.1f}",
-            f"{pool:.3f} / {percentile_ms(r['pool'], 0.99):.3f}",
-            f"{rebuild / clone:.0f}x",
-            f"{clone / pool:.0f}x",
-            f"{r['pool_hits'][0]:.0%}",
+        rebuild_runs = args.rebuilds if scale < 1000 else 1
+        rows.append(
+            measure(
+                f"claims scale {scale}",
+                lambda s=scale: ClaimsAdapter(scale=s),
+                args.episodes,
+                rebuild_runs,
+                args.db_url,
+            )
         )
-    console = Console(width=150)
+    if not args.no_wide:
+        rows.append(measure("wide: 100 tables", WideWorld, args.episodes, args.rebuilds, args.db_url))
+
+    def p(samples: list[float], q: float = 0.5) -> float:
+        return percentile_ms(samples, q)
+
+    table = Table(
+        "world",
+        "rebuild",
+        "clone p50/p99",
+        "pool p50/p99 (hits)",
+        "rewind p50/p99",
+        "rewind (strategy)",
+        "ROLLBACK floor",
+        "clone ÷ rewind",
+        "strategy ÷ ROLLBACK",
+        "fork+restore",
+        title=f"env.reset, back to back, ms (load average {os.getloadavg()[0]:.2f})",
+    )
+    for r in rows:
+        table.add_row(
+            f"{r['name']} ({r['size']:.0f} MB), {statistics.median(r['changes']):.0f} row changes",
+            f"{p(r['rebuild']):.0f}",
+            f"{p(r['clone']):.1f} / {p(r['clone'], 0.99):.1f}",
+            f"{p(r['pool']):.1f} / {p(r['pool'], 0.99):.1f} ({r['pool_hits']:.0%})",
+            f"{p(r['rewind']):.2f} / {p(r['rewind'], 0.99):.2f}",
+            f"{p(r['strategy']):.2f}",
+            f"{p(r['rollback']):.2f}",
+            f"{p(r['clone']) / p(r['rewind']):.0f}x",
+            f"{p(r['strategy']) / p(r['rollback']):.1f}x",
+            f"{p(r['fork']):.2f}",
+        )
+    console = Console(width=200)
     console.print(table)
+    claims = [r for r in rows if r["name"].startswith("claims")]
+    if len(claims) >= 2:
+        ratio = p(claims[-1]["rewind"]) / p(claims[0]["rewind"])
+        console.print(
+            f"rewind p50, largest ÷ smallest claims world: {ratio:.2f}"
+            f" ({claims[-1]['size']:.0f} MB vs {claims[0]['size']:.0f} MB)"
+        )
+    for r in rows:
+        if r["stats"]["fallbacks"]:
+            console.print(f"{r['name']}: rewinds that fell back to a clone: {r['stats']['fallbacks']}")
     console.print(
-        "clone = database template clone + copy-on-write upload directory. pool: copies of seeds used "
-        "recently or announced with env.prefetch(seeds) are restored in the background; a seed never "
-        "seen is built once (the rebuild column), then cloned."
+        'Default strategy: rewind (statekit.make("claims_app")). rebuild = a new seed\'s first reset; '
+        "ROLLBACK floor = the same changes rolled back in one transaction."
     )
 
 

@@ -264,14 +264,38 @@ async def killed_clients(url: str, token: str, tally: Tally, deadline: float, rn
         await asyncio.sleep(rng.uniform(5, 20))
 
 
+def server_processes(pid: int) -> list[int]:
+    """The server and its descendants (``statekit serve`` runs sessions in worker processes)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo.extend(int(child) for child in task.read_text().split())
+            except OSError:
+                continue
+    return found
+
+
 def proc_stats(pid: int) -> dict[str, float]:
-    status = Path(f"/proc/{pid}/status").read_text()
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    return {
-        "rss_mb": int(fields["VmRSS"].split()[0]) / 1024,
-        "threads": int(fields["Threads"]),
-        "fds": len(os.listdir(f"/proc/{pid}/fd")),
-    }
+    """RSS, threads and open fds of the server, front and workers together (and the front's RSS)."""
+    total = {"rss_mb": 0.0, "threads": 0.0, "fds": 0.0, "processes": 0.0}
+    for process in server_processes(pid):
+        try:
+            status = Path(f"/proc/{process}/status").read_text()
+            fds = len(os.listdir(f"/proc/{process}/fd"))
+        except OSError:  # gone meanwhile (a replaced worker)
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        rss = int(fields["VmRSS"].split()[0]) / 1024
+        if process == pid:
+            total["front_rss_mb"] = rss
+        total["rss_mb"] += rss
+        total["threads"] += int(fields["Threads"])
+        total["fds"] += fds
+        total["processes"] += 1
+    return total
 
 
 class Inventory:
@@ -297,7 +321,7 @@ class Inventory:
             "databases: episode copies": sum(n.startswith("skclaims_e_") for n in names),
             "databases: half-built": sum(n.startswith("skclaims_b_") for n in names),
         }
-        for folder in ("copies", "upper", "building", "trash"):
+        for folder in ("copies", "upper", "marks", "building", "trash"):
             path = self.files / folder
             counts[f"directories: {folder}"] = len(os.listdir(path)) if path.exists() else 0
         goldens = os.listdir(self.files / "goldens") if (self.files / "goldens").exists() else []
@@ -382,7 +406,8 @@ async def drive(
                 samples.append(sample)
                 print(
                     f"  {sample['t'] / 60:5.1f} min  {tally.requests:7d} requests  "
-                    f"RSS {sample['rss_mb']:7.1f} MB  fds {sample['fds']:4.0f}  "
+                    f"RSS {sample['rss_mb']:7.1f} MB ({sample['processes']:.0f} proc.)  "
+                    f"fds {sample['fds']:4.0f}  "
                     f"threads {sample['threads']:3.0f}  "
                     f"sessions {sample['sessions']:3.0f} (/health {sample['health_ms']:5.0f} ms)  "
                     f"pg backends {sample['pg_backends']:3.0f}  "
@@ -413,6 +438,7 @@ def main() -> int:
     parser.add_argument("--idle-timeout", type=float, default=20)
     parser.add_argument("--max-sessions", type=int, default=128)
     parser.add_argument("--sample", type=float, default=30, help="seconds between resource samples")
+    parser.add_argument("--workers", type=int, default=None, help="serve's --workers (default: its own)")
     parser.add_argument("--home", default=None, help="STATEKIT_HOME to use (default: a fresh temporary one)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
@@ -452,6 +478,7 @@ def main() -> int:
             str(budget),
             "--num-worlds",
             str(args.num_worlds),
+            *(["--workers", str(args.workers)] if args.workers is not None else []),
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,
@@ -580,7 +607,8 @@ def report(
                 indent=1,
             )
         )
-    if not args.home:
+    if not args.home:  # the embedded PostgreSQL lingers after its last user: stop it before its files go
+        subprocess.run([STATEKIT, "stop"], cwd=REPO, capture_output=True, check=False, timeout=120)
         shutil.rmtree(home, ignore_errors=True)
     return 0 if all(ok is not False for ok in targets.values()) else 1
 

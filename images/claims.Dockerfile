@@ -15,4 +15,5 @@ ENV PATH=/opt/venv/bin:/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin
     TZ=UTC \
     STATEKIT_HOME=/var/lib/statekit
 WORKDIR /app
-ENTRYPOINT ["python", "-m", "statekit.cli", "serve", "claims_app", "--uds", "/run/statekit/harness.sock"]
+# One episode per container: its session runs in the serving process (--workers 0), no worker pool.
+ENTRYPOINT ["python", "-m", "statekit.cli", "serve", "claims_app", "--workers", "0", "--uds", "/run/statekit/harness.sock"]

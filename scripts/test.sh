@@ -4,7 +4,8 @@
 #  - PostgreSQL: nothing to do here, the tests start private throwaway clusters themselves
 #    (system binaries if present, else the pgserver wheel's);
 #  - as root on Debian: the Docker engine (started in the background) and the local base image;
-#    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems.
+#    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems; Debian's python3
+#    (/usr/bin/python3), on which the code environment's process sandbox runs model code.
 # In CI (CI=true) a missing component is a failure, never a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,10 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   if ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.xfs >/dev/null \
     || ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.btrfs >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs btrfs-progs
+  fi
+  # The code environment's process sandbox runs model code on Debian's own Python (outside any home).
+  if [ ! -x /usr/bin/python3 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3
   fi
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs root on Debian to install the Docker engine and build the base image" >&2

@@ -6,25 +6,33 @@ from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.cache import CacheEntry, CacheIndex, WorldCache
-from statekit.contract import State, StepResult, Task, Tool
+from statekit.contract import FixtureSource, State, StepResult, Task, Tool
+from statekit.digest.compute import Digest
+from statekit.digest.dump import StateDump, TableDump
+from statekit.digest.files import file_dump
 from statekit.env import Environment
 from statekit.errors import (
     ActionError,
     ConfigError,
     CoverageError,
     EnvironmentClosed,
+    EnvironmentLost,
     ReplayMissError,
     ResetError,
     ResetNeeded,
+    RewindError,
     SpecError,
     StatekitError,
 )
+from statekit.home import statekit_home
 from statekit.registry import resolve_adapter
 from statekit.seeds import WorldSet
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
+from statekit.strategies.container import docker_client
 from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.prewarmed import Prewarmed
+from statekit.strategies.rewinding import Rewinding
 
 
 def make(
@@ -64,8 +72,11 @@ def make(
     except BaseException:
         resolved.close()
         raise
-    if prewarm:
-        chosen = Prewarmed(chosen, depth=prewarm)
+    if prewarm:  # a Rewinding strategy stays outermost: the pool fills it with fresh copies
+        if isinstance(chosen, Rewinding):
+            chosen = Rewinding(Prewarmed(chosen.inner, depth=prewarm), max_parked=chosen.max_parked)
+        else:
+            chosen = Prewarmed(chosen, depth=prewarm)
     try:
         cache = WorldCache(resolved, chosen, budget=cache_bytes)
         return Environment(
@@ -91,24 +102,34 @@ __all__ = [
     "ConfigError",
     "CoverageError",
     "CowFilesystem",
+    "Digest",
     "Environment",
     "EnvironmentClosed",
+    "EnvironmentLost",
     "Episode",
+    "FixtureSource",
     "Outcome",
     "Prewarmed",
     "ReplayMissError",
     "ResetError",
     "ResetNeeded",
     "ResetStrategy",
+    "RewindError",
+    "Rewinding",
     "SpecError",
     "State",
+    "StateDump",
     "StatekitError",
     "StepResult",
+    "TableDump",
     "Task",
     "Tool",
     "World",
     "WorldCache",
     "WorldSet",
+    "docker_client",
+    "file_dump",
     "make",
     "resolve_adapter",
+    "statekit_home",
 ]

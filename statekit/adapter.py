@@ -11,9 +11,10 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from statekit.contract import JSON, Task, Tool
+from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError
@@ -56,7 +57,16 @@ class Episode(ABC):
 
 
 class Adapter(ABC):
-    """One application's glue. Subclasses set ``name`` and implement the abstract methods."""
+    """One application's glue. Subclasses set ``name`` and implement the abstract methods.
+
+    Keeping the application warm: a world may serve many episodes (the ``rewind`` strategy puts it
+    back in place between them), so an adapter can build its application once per world in
+    ``attach(world)`` (engines, web app, clients) and receive it as ``app`` in every
+    ``start_episode`` on that world; ``detach(app)`` releases it when statekit lets the world go.
+    Connections are the exception: statekit ends every connection to a world when it rewinds it, so
+    nothing of an episode's sessions survives into the next (an app must reconnect, e.g. with
+    SQLAlchemy's ``pool_pre_ping``, and ``Episode.quiesce`` should release its pool).
+    """
 
     name: str = "adapter"
     strategies: tuple[str, ...] = ("template",)
@@ -65,6 +75,10 @@ class Adapter(ABC):
     """Determinism controls the adapter wires itself (e.g. "jobs", "outbound"), besides clock and ids."""
     disabled_controls: frozenset[str] = frozenset()
     """Set by the Environment; only the control-removal checks ever disable one."""
+    deterministic_start: bool = False
+    """True when ``start_episode`` only reads the world (no writes, no other side effect), so the task
+    a (golden, options) pair gave once can be handed back as ``task`` next time and a reset skips the
+    task search. The controls' state after the start is replayed too, so nothing else changes."""
 
     @abstractmethod
     def fingerprint(self) -> dict[str, str]:
@@ -80,13 +94,28 @@ class Adapter(ABC):
 
     @abstractmethod
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
+        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
-        """Wire the application to ``world`` and pick the task (or reuse ``task`` when restoring a fork)."""
+        """Wire the application to ``world`` and pick the task (or use ``task``: a fork being restored,
+        or the task this world's seed and options gave before). ``app`` is what ``attach`` returned."""
+
+    def check_options(self, options: dict[str, JSON]) -> None:  # noqa: B027 - optional hook
+        """Refuse bad reset options (a ConfigError or ValueError saying what to pass) before any world
+        is touched. ``reset`` asks first: where the next episode rewinds the live episode's own world,
+        this is what lets a refused reset leave that episode as it was."""
+
+    def attach(self, world: World) -> Any:
+        """Build what can outlive an episode on ``world`` (the application, its engines). Optional."""
+        return None
+
+    def detach(self, app: Any) -> None:  # noqa: B027 - optional hook
+        """Release what ``attach`` built (the world is going away or leaving this environment)."""
 
     @abstractmethod
-    def digest(self, world: World) -> Digest:
-        """The canonical digest of ``world``."""
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
+        """The canonical digest of ``world``. ``since`` is an earlier digest of the same world that this
+        adapter computed (carrying its ``resume`` state): update it in O(changes) when you can, or
+        ignore it; the result must equal a full recompute either way."""
 
     def dump(self, world: World) -> StateDump:
         """The rows ``digest`` is computed from (``statekit dump``/``diff`` use it)."""
@@ -133,6 +162,14 @@ class Adapter(ABC):
         """For adapters that replay outbound traffic: start the real services and yield the adapter
         options that point the application at them (recording and the outbound-control check)."""
         raise ConfigError(f"adapter {self.name!r} talks to no outside services")
+
+    def fixture_sources(self) -> list[FixtureSource]:
+        """Where seeded data comes from (``statekit assay`` judges it). Empty means undeclared."""
+        return []
+
+    def cassettes(self) -> list[Path]:
+        """The recorded-traffic files episodes replay (``statekit assay`` checks their provenance)."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release adapter-wide resources (servers started for it). Safe to call twice."""

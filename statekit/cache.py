@@ -23,7 +23,13 @@ goldens live in process memory (``persistent = False``) keep a private in-memory
 Eviction never breaks a world already handed out: a database copy is independent of its
 template, a copy-on-write overlay's golden is deleted only once no overlay reads it
 (``CowFilesystem.drop``), and a pool's ready copies stay valid worlds (rebuilding an evicted seed
-makes a byte-identical golden).
+makes a byte-identical golden). A ``Rewinding`` strategy's parked copies lease their goldens: a parked
+overlay still reads its golden, and the strategy serves a parked copy without asking for the golden.
+
+What the budget counts: goldens. The worlds in use are not in it: each environment's live copy and
+up to ``Rewinding.max_parked`` parked copies (``rewind``), and a pool's ready copies. On PostgreSQL 18
+with ``file_copy_method=clone`` a copy shares its golden's blocks, so a golden's
+``pg_database_size`` (what is counted) overstates what evicting it frees while copies of it live.
 
 The budget: ``budget=`` (bytes), else ``$STATEKIT_CACHE_BYTES`` (``500M``, ``4G``...), else
 ``DEFAULT_BUDGET`` (2 GiB: about 200 claims worlds, sized for a laptop). A budget no eviction can
@@ -45,7 +51,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from statekit.determinism.controls import Controls
 from statekit.digest.canonical import canonical_json
@@ -54,6 +60,7 @@ from statekit.postgres.embedded import statekit_home
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.naming import Owner
 from statekit.strategies.prewarmed import Prewarmed
+from statekit.strategies.rewinding import Rewinding
 
 if TYPE_CHECKING:
     from statekit.adapter import Adapter
@@ -64,12 +71,17 @@ GiB = 1 << 30
 DEFAULT_BUDGET = 2 * GiB
 BUDGET_VARIABLE = "STATEKIT_CACHE_BYTES"
 INDEX_FORMAT = 1
+V = TypeVar("V")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+WORLD_FORMAT = "2"
+"""Part of every world key: goldens built before the change journal existed are not reused."""
 
 
 def world_key(fingerprint: dict[str, str], seed: int) -> str:
     """The snapshot-cache key: (app version, fixture hash, builder version, ..., seed)."""
-    body = canonical_json({"fingerprint": fingerprint, "seed": seed})
+    body = canonical_json({"fingerprint": fingerprint, "seed": seed, "statekit": WORLD_FORMAT})
     return hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
@@ -112,7 +124,7 @@ class CacheEntry:
         }
 
 
-class Memo(OrderedDict[str, str]):
+class Memo(OrderedDict[str, V]):
     """A dict that keeps its ``size`` most recently written entries: per-golden facts an environment
     remembers (the golden's digest) must not grow with every seed a long run of seedless resets draws."""
 
@@ -120,7 +132,7 @@ class Memo(OrderedDict[str, str]):
         super().__init__()
         self.size = size
 
-    def __setitem__(self, key: str, value: str) -> None:
+    def __setitem__(self, key: str, value: V) -> None:
         super().__setitem__(key, value)
         self.move_to_end(key)
         while len(self) > self.size:
@@ -232,8 +244,9 @@ def forget_dead_leases(db: sqlite3.Connection) -> None:
 
 
 def _storage(strategy: ResetStrategy) -> ResetStrategy:
-    """The strategy that holds the goldens (a pool holds copies, not goldens)."""
-    while isinstance(strategy, Prewarmed):
+    """The strategy that holds the goldens (a pool and a rewinding strategy hold copies, not goldens):
+    ``template`` and ``rewind`` share one store, since they share the goldens."""
+    while isinstance(strategy, Prewarmed | Rewinding):
         strategy = strategy.inner
     return strategy
 
@@ -257,7 +270,7 @@ class WorldCache:
     ) -> None:
         self.adapter = adapter
         self.strategy = strategy
-        storage = _storage(strategy)
+        storage = self._storage = _storage(strategy)
         self.store = f"{adapter.name}:{storage.name}"
         self.index = index or (CacheIndex.shared() if storage.persistent else CacheIndex())
         self.budget = default_budget() if budget is None else budget
@@ -344,6 +357,8 @@ class WorldCache:
     def _use(self, seeds_by_key: dict[str, int]) -> bool:
         """Mark keys used now and renew this holder's leases; True if a key's size is unknown."""
         leased = {k for k in (self._current, self._previous, *self._prefetched) if k is not None}
+        if isinstance(self.strategy, Rewinding):  # a parked copy may read its golden (an overlay's lower)
+            leased |= self.strategy.parked_keys()
         unsized = False
         owner = Owner.current().label
         with self.index.transaction() as db:
@@ -375,7 +390,7 @@ class WorldCache:
         self.strategy.capture(key, build)
 
     def _record_size(self, key: str) -> None:
-        size = self.strategy.footprint(key)
+        size = self._storage.footprint(key)
         if size is None:
             if self.store not in self._warned:
                 self._warned.add(self.store)

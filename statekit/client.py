@@ -2,8 +2,9 @@
 
 ``RemoteEnvironment(url)`` returns what ``Environment`` returns (the same observations, rewards,
 infos and ``State``), so code written against one runs against the other. Like ``Environment``,
-``step`` or ``state`` before ``reset`` raise ``ResetNeeded``; any other refusal by the server raises
-``RemoteError`` carrying its status, code and message.
+``step`` or ``state`` before ``reset`` raise ``ResetNeeded``; a session whose worker process died
+raises ``EnvironmentLost`` (replay the episode in a new session: ``statekit.rollouts`` does); any
+other refusal by the server raises ``RemoteError`` carrying its status, code and message.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import httpx
 
 from statekit.contract import JSON, State
 from statekit.digest.dump import StateDump
-from statekit.errors import RemoteError, ResetNeeded
+from statekit.errors import EnvironmentLost, RemoteError, ResetNeeded
 
 
 class RemoteEnvironment:
@@ -92,6 +93,8 @@ class RemoteEnvironment:
             if session_id is not None and not self._http.is_closed:
                 try:
                     self._call("DELETE", "/session", params={"session_id": session_id})
+                except EnvironmentLost:
+                    pass  # its worker died: already gone
                 except RemoteError as exc:
                     if exc.status not in (404, 410):  # already gone is fine
                         raise
@@ -144,4 +147,6 @@ class RemoteEnvironment:
         code, message = str(error.get("code", "error")), str(error.get("message", ""))
         if code == "reset_needed":
             raise ResetNeeded(message)
+        if code == "worker_lost":
+            raise EnvironmentLost(message)
         raise RemoteError(response.status_code, code, message)

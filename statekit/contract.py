@@ -60,3 +60,21 @@ class State:
 
     def as_dict(self) -> dict[str, JSON]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class FixtureSource:
+    """Where an adapter's seeded data comes from: ``statekit assay`` reports and judges it.
+
+    Seed 000 asks "whose data is in the fixtures?" before anything is built: synthetic data avoids
+    the question; a named dataset comes with the terms it is used under; production data carries
+    every obligation the production data carries.
+    """
+
+    name: str
+    origin: str
+    """The generator (module, tool) or the dataset the records come from."""
+    synthetic: bool
+    terms: str = ""
+    """The licence (an SPDX expression where there is one) or agreement a named source is used under."""
+    production_data: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,28 +17,55 @@ from statekit.cache import Memo, WorldCache
 from statekit.cache import world_key as world_key  # re-exported: benchmarks and tools import it from here
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
+from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
-from statekit.errors import ActionError, ConfigError, EnvironmentClosed, ResetNeeded, StatekitError
+from statekit.errors import (
+    ActionError,
+    ConfigError,
+    EnvironmentClosed,
+    ResetError,
+    ResetNeeded,
+    RewindError,
+    StatekitError,
+)
 from statekit.seeds import WorldSet
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.naming import snapshot_key
+from statekit.strategies.rewinding import Rewinding
 from statekit.tools import parse_action
 
 log = logging.getLogger(__name__)
 EPISODE_START = timedelta(hours=1)
 """Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
+WARM_APPS = 4
+"""Applications kept attached to worlds this environment may see again (least recent detached)."""
+START_CACHE = 4096
 
 
 @dataclass
 class _Snapshot:
     key: str
+    """The golden the episode started from."""
     step_count: int
     controls: ControlsState
     task: Task
     seed: int
     options: dict[str, JSON]
     done: bool
+    digest: Digest | None
+    world_id: str = ""
+    mark: Any = None
+    """A bookmark on world ``world_id`` (cheap), or None: ``copy`` names a captured copy instead."""
+    copy: str = ""
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What a first start on a key taught: the task it posed and the controls' state after it."""
+
+    task: Task
+    controls: ControlsState
 
 
 class Environment:
@@ -71,6 +99,7 @@ class Environment:
         """The seeds a seedless reset draws from (``statekit.seeds``)."""
         self._episode: Episode | None = None
         self._world: World | None = None
+        self._key = ""
         self._controls: Controls | None = None
         self._episode_id = ""
         self._seed = 0
@@ -78,9 +107,13 @@ class Environment:
         self._step_count = 0
         self._done = False
         self._snapshots: dict[str, _Snapshot] = {}
-        self._initial_digests: dict[str, str] = Memo()  # bounded: seedless runs draw endless seeds
+        self._goldens: dict[str, Digest] = Memo()  # bounded: seedless runs draw endless seeds
         """Digest of each golden, computed on its first copy. Episodes must not write while starting
-        (``check_reset_restores`` compares this with a fresh digest), so it is also the episode's."""
+        (``check_reset_restores`` compares it with a fresh digest), so it is also each episode's first."""
+        self._digest: Digest | None = None
+        """The latest digest of the current world: what the next one is updated from."""
+        self._apps: OrderedDict[str, Any] = OrderedDict()
+        self._starts: OrderedDict[str, _Start] = OrderedDict()
         self._closed = False
 
     # -- the contract -------------------------------------------------------------------------
@@ -108,7 +141,9 @@ class Environment:
         """Start an episode in a fresh copy of the seed's world; build that world on first use.
 
         The current episode ends only once the new one has started, so a refused reset (bad seed or
-        options, a failed build) leaves it exactly as it was.
+        options, a failed build) leaves it exactly as it was. One exception: a ``Rewinding`` strategy
+        resetting to the live world's own seed rewinds that world, so the episode ends first; then only
+        what ``adapter.check_options`` refuses (asked before anything else) leaves it untouched.
         """
         self._require_open()
         if seed is None:
@@ -116,7 +151,10 @@ class Environment:
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         options = dict(options or {})
+        self.adapter.check_options(options)
         key = self.cache.ensure(seed)
+        if self._world is not None and key == self._key and isinstance(self.strategy, Rewinding):
+            self._end_episode()  # its world is rewound in place for the new episode: options checked above
         controls = Controls(seed, start_offset=EPISODE_START, disabled=self.disabled_controls)
         return self._begin(key, seed, options, task=None, controls=controls)
 
@@ -177,16 +215,20 @@ class Environment:
         )
 
     def digest_now(self) -> str:
-        """The digest of the current world (the episode's connections are released first)."""
+        """The digest of the current world (updated from the previous one where the adapter can)."""
         return self.digest_report().digest
 
-    def digest_report(self) -> Digest:
-        """The full digest of the current world: per-table hashes and row counts."""
-        return self.adapter.digest(self._quiet_world())
+    def digest_report(self, *, full: bool = False) -> Digest:
+        """The digest of the current world: per-table hashes and row counts. ``full`` recomputes it
+        from every row instead of updating the last one (the two must always agree)."""
+        world = self.world
+        digest = self.adapter.digest(world, since=None if full else self._digest)
+        self._digest = digest
+        return digest
 
     def dump(self) -> StateDump:
         """The canonical rows of the current world (what its digest is computed from)."""
-        return self.adapter.dump(self._quiet_world())
+        return self.adapter.dump(self.world)
 
     @contextmanager
     def open_world(self, seed: int) -> Iterator[World]:
@@ -200,29 +242,63 @@ class Environment:
 
     def coverage_problems(self) -> list[str]:
         """Columns of the current world that the digest spec fails to cover (empty when all is well)."""
-        return self.adapter.check_schema(self._quiet_world())
+        return self.adapter.check_schema(self.world)
 
     def snapshot(self) -> str:
-        """Fork point: capture the world and the episode's controls; returns an id for ``restore``."""
+        """Fork point: a bookmark of the world (or, where the strategy cannot bookmark, a copy of it)
+        plus the episode's controls; returns an id for ``restore``."""
         episode = self._require_episode()
-        assert self._controls is not None
+        assert self._controls is not None and self._world is not None
         snap_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex[:20]
-        key = snapshot_key(snap_id)
-        self.strategy.capture(key, self._quiet_world())
-        self._snapshots[snap_id] = _Snapshot(
-            key, self._step_count, self._controls.save(), episode.task, self._seed, self._options, self._done
+        world = self._quiet_world()
+        snap = _Snapshot(
+            self._key,
+            self._step_count,
+            self._controls.save(),
+            episode.task,
+            self._seed,
+            self._options,
+            self._done,
+            digest=self.digest_report(),
+            world_id=world.id,
         )
+        try:
+            snap.mark = self.strategy.mark(world)
+        except RewindError as exc:
+            log.debug("no bookmark (%s): capturing a copy", exc.reason)
+            snap.copy = snapshot_key(snap_id)
+            self.strategy.capture(snap.copy, world)
+        self._snapshots[snap_id] = snap
         return snap_id
 
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
-        """Continue from a snapshot in a fresh copy; the snapshot stays usable for more forks."""
+        """Continue from a snapshot; the snapshot stays usable for more forks."""
         self._require_open()
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
         controls = Controls(snap.seed, disabled=self.disabled_controls)
         controls.load(snap.controls)
-        obs, info = self._begin(snap.key, snap.seed, snap.options, task=snap.task, controls=controls)
+        if snap.mark is None:  # a captured copy: the episode ends once the copy's episode started
+            obs, info = self._begin(snap.copy, snap.seed, snap.options, task=snap.task, controls=controls)
+        else:
+            world = self._bookmarked_world(snap)
+            try:
+                self.strategy.rewind(world, snap.mark)
+            except RewindError as exc:
+                self.strategy.discard(world)
+                raise ResetError(
+                    f"snapshot {snapshot_id} is lost: its world cannot be rewound ({exc.reason})"
+                ) from exc
+            obs, info = self._begin(
+                snap.key,
+                snap.seed,
+                snap.options,
+                task=snap.task,
+                controls=controls,
+                world=world,
+                at=snap.digest,
+            )
         self._step_count, self._done = snap.step_count, snap.done
         return obs, info
 
@@ -234,16 +310,29 @@ class Environment:
         try:
             self._end_episode()
             for snap in self._snapshots.values():
-                self.strategy.drop(snap.key)
+                if snap.mark is not None:
+                    self.strategy.forget(snap.mark)
+                else:
+                    self.strategy.drop(snap.copy)
         finally:
             self._snapshots.clear()
             try:
-                self.cache.close()  # its leases: the goldens this environment used may be evicted now
+                while self._apps:
+                    _, app = self._apps.popitem()
+                    self.adapter.detach(app)
             finally:
                 try:
-                    self.strategy.close()
+                    self.cache.close()  # its leases: the goldens this environment used may go now
                 finally:
-                    self.adapter.close()
+                    try:
+                        self.strategy.close()
+                    finally:
+                        self.adapter.close()
+
+    def end_episode(self) -> None:
+        """End the current episode now and hand its world back to the strategy (``reset`` does this
+        itself; checks use it to control which copy the next reset gets)."""
+        self._end_episode()
 
     def prefetch(self, seeds: list[int]) -> None:
         """Tell the strategy which seeds come next so a pool can pre-clone them."""
@@ -262,25 +351,63 @@ class Environment:
         return self.cache.last
 
     # -- internals ----------------------------------------------------------------------------
+    def _app(self, world: World) -> Any:
+        """The application attached to ``world``: kept warm while the world may come back."""
+        if world.id in self._apps:
+            self._apps.move_to_end(world.id)
+            return self._apps[world.id]
+        app = self.adapter.attach(world)
+        self._apps[world.id] = app
+        while len(self._apps) > WARM_APPS:
+            _, old = self._apps.popitem(last=False)
+            self.adapter.detach(old)
+        return app
+
     def _begin(
-        self, key: str, seed: int, options: dict[str, JSON], *, task: Task | None, controls: Controls
+        self,
+        key: str,
+        seed: int,
+        options: dict[str, JSON],
+        *,
+        task: Task | None,
+        controls: Controls,
+        world: World | None = None,
+        at: Digest | None = None,
     ) -> tuple[JSON, dict]:
-        world = self.strategy.restore(key)
+        """Start an episode on a copy of ``key`` (or on ``world``, rewound to a bookmark whose digest
+        is ``at``)."""
+        world = world or self.strategy.restore(key)
+        served = self.strategy.last_restore
+        start_key = f"{key}:{canonical_json(options)}"
+        known = self._starts.get(start_key) if task is None and self.adapter.deterministic_start else None
         episode: Episode | None = None
         try:
+            app = self._app(world)
             with controls.active(all_on=True):
-                episode = self.adapter.start_episode(world, seed=seed, options=options, task=task)
+                episode = self.adapter.start_episode(
+                    world,
+                    seed=seed,
+                    options=options,
+                    task=task or (known.task if known else None),
+                    app=app,
+                )
                 observation = episode.observe()
-            if key not in self._initial_digests:  # a copy is byte-identical to its golden: hash it once
-                episode.quiesce()
-                self._initial_digests[key] = self.adapter.digest(world).digest
+            if known is not None:  # the same start as the first one: the controls end where they did
+                controls.load(known.controls)
+            elif task is None and self.adapter.deterministic_start:
+                self._starts[start_key] = _Start(episode.task, controls.save())
+                while len(self._starts) > START_CACHE:
+                    self._starts.popitem(last=False)
+            if key not in self._goldens:  # a copy equals its golden until the first step: hash it once
+                self._goldens[key] = self.adapter.digest(world)
+            self._end_episode()  # only now: a reset or restore refused above leaves the episode as it was
         except BaseException:
             if episode is not None:
                 episode.close()
             self.strategy.discard(world)
             raise
-        self._end_episode()  # only now: a reset or restore refused above leaves the episode as it was
-        self._world, self._episode, self._controls = world, episode, controls
+        self._world, self._episode, self._controls, self._key = world, episode, controls, key
+        self._digest = at or self._goldens[key]
         self._episode_id = uuid.UUID(bytes=secrets.token_bytes(16)).hex
         self._seed, self._options = seed, options
         self._step_count, self._done = 0, False
@@ -291,12 +418,31 @@ class Environment:
             "task_kind": episode.task.kind,
             "max_steps": self._max_steps(episode),
             "tools": [tool.as_dict() for tool in episode.tools],
-            "digest": self._initial_digests[key],
+            "digest": self._digest.digest,
             "clock": controls.clock.isoformat(),
             "strategy": self.strategy.name,
+            "world": served,
             "metadata": self.adapter.metadata(),
         }
         return observation, info
+
+    def _bookmarked_world(self, snap: _Snapshot) -> World:
+        """The world a bookmark lives on: the current one (its episode ends, the world stays), or one
+        a Rewinding strategy parked since."""
+        if self._world is not None and self._world.id == snap.world_id:
+            world = self._world
+            episode, self._episode, self._world, self._controls = self._episode, None, None, None
+            if episode is not None:
+                episode.close()
+            return world
+        parked = self.strategy.take(snap.world_id) if isinstance(self.strategy, Rewinding) else None
+        if parked is None:
+            raise ResetError(
+                f"snapshot of world {snap.world_id} is lost: that world was discarded (its strategy, "
+                f"{self.strategy.name}, keeps bookmarked worlds only while the episode lasts)"
+            )
+        self._end_episode()
+        return parked
 
     def _fail(self, observation: JSON) -> tuple[JSON, float, bool, bool, dict]:
         """An infrastructure failure inside a step: reward 0, truncated (the world may be half-written,
@@ -321,7 +467,7 @@ class Environment:
         return self.max_steps_override or episode.task.max_steps
 
     def _quiet_world(self) -> World:
-        """The current world, with the episode's connections released so it can be read or cloned."""
+        """The current world, with the episode's connections released so it can be cloned or marked."""
         episode = self._require_episode()
         assert self._world is not None
         episode.quiesce()
@@ -341,9 +487,35 @@ class Environment:
         return self._episode
 
     def _end_episode(self) -> None:
+        """Close the episode and hand its world back. A strategy that does not keep worlds (no
+        ``Rewinding``) destroys it, so bookmarks on it are first turned into copies."""
         episode, world = self._episode, self._world
         self._episode = self._world = self._controls = None
+        self._digest = None
         if episode is not None:
             episode.close()
-        if world is not None:
-            self.strategy.discard(world)
+        if world is None:
+            return
+        if not isinstance(self.strategy, Rewinding):
+            self._copy_bookmarks(world)
+        self.strategy.discard(world)
+
+    def _copy_bookmarks(self, world: World) -> None:
+        """Turn the bookmarks on ``world`` into captured copies (latest first), before it goes."""
+        marked = [
+            (sid, s) for sid, s in self._snapshots.items() if s.mark is not None and s.world_id == world.id
+        ]
+        for snap_id, snap in reversed(marked):
+            try:
+                self.strategy.rewind(world, snap.mark)
+                snap.copy = snapshot_key(snap_id)
+                self.strategy.capture(snap.copy, world)
+            except RewindError as exc:
+                log.warning("snapshot %s is lost with its world: %s", snap_id, exc.reason)
+                snap.copy = ""
+            finally:
+                self.strategy.forget(snap.mark)
+                snap.mark = None
+        for snap_id, snap in marked:
+            if not snap.copy:
+                del self._snapshots[snap_id]

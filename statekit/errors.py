@@ -5,11 +5,13 @@ StatekitError
 │   └── SpecError        a digest spec that is malformed or disagrees with the live schema
 │       └── CoverageError    a live column neither included nor excluded by the spec
 ├── ResetError           a reset strategy could not build or restore a world
+│   └── RewindError      a world cannot be rewound in place (``reason``); it is discarded instead
 ├── ResetNeeded          step()/state() called before reset()
 ├── EnvironmentClosed    any call on an Environment after close()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
 ├── ReplayMissError      an outbound request that no cassette recorded
-└── RemoteError          a statekit harness answered a client's call with an error
+├── RemoteError          a statekit harness answered a client's call with an error
+└── EnvironmentLost      the process holding an environment died (a harness worker, a Ray actor)
 """
 
 from __future__ import annotations
@@ -32,15 +34,31 @@ class CoverageError(SpecError):
 
     def __init__(self, missing: list[str]) -> None:
         self.missing = sorted(missing)
-        names = ", ".join(self.missing)
+        by_table: dict[str, list[str]] = {}
+        for name in self.missing:
+            table, _, column = name.partition(".")
+            by_table.setdefault(table, []).append(column)
+        lines = "".join(f"\n  {table}: {', '.join(columns)}" for table, columns in sorted(by_table.items()))
         super().__init__(
-            f"digest spec does not cover {len(self.missing)} column(s): {names}. "
-            "Add each to the table's `include` list, or to `exclude` with a reason."
+            f"digest spec does not cover {len(self.missing)} column(s) in {len(by_table)} table(s):{lines}\n"
+            "Add each to the table's `include` list, or to `exclude` with a reason "
+            "(`statekit spec init` drafts a spec with every table and column)."
         )
 
 
 class ResetError(StatekitError):
     """A reset strategy failed; whatever it had created was dropped."""
+
+
+class RewindError(ResetError):
+    """A world cannot be put back in place (DDL, journal overflow, no journal...): ``reason`` says why.
+
+    Never fatal for a reset: the world is discarded and a fresh copy cloned instead.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class ResetNeeded(StatekitError):
@@ -70,3 +88,12 @@ class RemoteError(StatekitError):
         self.status = status
         self.code = code
         super().__init__(f"{message} (HTTP {status}, {code})" if status else f"{message} ({code})")
+
+
+class EnvironmentLost(StatekitError):
+    """The process that held an environment died (a harness worker, a Ray actor or its node).
+
+    Its episode is gone with it. Episodes are deterministic, so replaying the seed and the actions
+    taken so far in a new environment continues exactly where it stopped: ``statekit.rollout``
+    does that.
+    """

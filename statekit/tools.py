@@ -95,6 +95,18 @@ _Validator = jsonschema.validators.extend(
 )
 
 
+def transportable(action: object) -> object:
+    """``action``, or, when it is nested deeper than ``MAX_ACTION_DEPTH``, a stand-in just past the
+    limit that ``parse_action`` refuses with the same error. A hostile nesting cannot be pickled (the
+    harness sends actions to its worker processes), so the refusal must not depend on sending it."""
+    if not _depth_exceeds(action, MAX_ACTION_DEPTH):
+        return action
+    inner: list[object] = []
+    for _ in range(MAX_ACTION_DEPTH):
+        inner = [inner]
+    return {"tool": inner} if isinstance(action, Mapping) else inner
+
+
 def _depth_exceeds(value: object, limit: int) -> bool:
     """Iterative, so a hostile nesting depth cannot exhaust the interpreter's stack."""
     stack: list[tuple[object, int]] = [(value, 1)]

@@ -23,6 +23,9 @@ from statekit.postgres.cluster import EmbeddedCluster
 
 _HOME = tempfile.mkdtemp(prefix="statekit-test-home-")
 os.environ["STATEKIT_HOME"] = _HOME
+os.environ["STATEKIT_PG_LINGER"] = (
+    "0"  # commands run by tests stop their servers (one test lingers on purpose)
+)
 
 
 @atexit.register

@@ -7,6 +7,7 @@ HTTP API as tools, drains its background jobs inside ``step``, and scores tasks 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import warnings
 import weakref
@@ -37,24 +38,26 @@ from examples.claims_app.db import create_schema, make_engine, make_session_fact
 from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.contract import JSON, Task, Tool
+from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.replay import CANONICAL_BASE, Replay
-from statekit.digest.compute import Digest, combine
+from statekit.digest.compute import Digest, merge
 from statekit.digest.coverage import coverage_problems, live_columns
 from statekit.digest.dump import StateDump
 from statekit.digest.files import TABLE_PREFIX as FILES_PREFIX
-from statekit.digest.files import file_dump, file_tables
+from statekit.digest.files import directory_digest, file_dump
 from statekit.digest.postgres import connect, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec
 from statekit.errors import ConfigError, SpecError
 from statekit.postgres import ServerLease
 from statekit.postgres.embedded import statekit_home
+from statekit.postgres.journal import DEFAULT_BOUND, Journal
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
 from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
-from statekit.strategies.cow_fs import CowFilesystem
+from statekit.strategies.cow_fs import CowCopy, CowFilesystem
 from statekit.strategies.pg_template import PostgresTemplate
+from statekit.strategies.rewinding import Rewinding
 
 BUILDER_VERSION = "3"
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,16 +66,60 @@ CASSETTE_DIR = ROOT / "replay_cassettes" / "claims_app"
 _APP_DIR = Path(app_pkg.__file__).parent
 
 
+@functools.cache
 def _fixture_hash() -> str:
-    """Worlds change when the schema or the seed script changes: hash both sources."""
+    """Worlds change when the schema or the seed script changes: hash both sources (once a process)."""
     h = hashlib.sha256()
     for name in ("models.py", "fixtures.py"):
         h.update((_APP_DIR / name).read_bytes())
     return h.hexdigest()[:16]
 
 
+class ClaimsApp:
+    """The claims application wired to one world, kept warm across the episodes served on it.
+
+    The engine, the FastAPI app and its TestClient, and the agent's login token are built once per
+    world. Connections are not kept: statekit ends them when it rewinds the world, and each episode
+    releases the pool when it ends (the engine reconnects on the next request).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.engine: Engine = make_engine(settings.db_url)
+        self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
+        self.client: TestClient | None = None
+        try:
+            with self.sessions() as session:
+                token = session.scalar(
+                    select(AuthSession.token)
+                    .join(Adjuster, AuthSession.adjuster_id == Adjuster.id)
+                    .where(Adjuster.username == AGENT)
+                    .order_by(AuthSession.expires_at.desc())
+                )
+            if token is None:
+                raise ConfigError("the world has no login session for the agent; rebuild it")
+            self.client = TestClient(
+                create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
+            )
+            self.client.headers["Authorization"] = f"Bearer {token}"
+        except BaseException:
+            self.close()
+            raise
+        self.engine.dispose()
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        self.engine.dispose()
+        # FastAPI's callable caches (4096 entries each) keep this app's route functions, and through
+        # their closures its session factory, for thousands of worlds: unbind the engine from it.
+        self.engine.clear_compiled_cache()
+        self.sessions.configure(bind=None)
+
+
 class ClaimsEpisode(Episode):
-    """The claims API wired to one restored database, logged in as the agent's adjuster.
+    """One task on a warm ``ClaimsApp``, logged in as the agent's adjuster.
 
     Determinism controls wired here: background jobs are drained after each tool call (or, with the
     "jobs" control off, run by the app's own polling worker thread), and outbound calls are answered
@@ -81,28 +128,19 @@ class ClaimsEpisode(Episode):
 
     task: ClaimsTask
 
-    def __init__(
-        self, settings: Settings, task: ClaimsTask, token: str, *, replay: Replay | None, drain_jobs: bool
-    ) -> None:
-        self.settings = settings
+    def __init__(self, app: ClaimsApp, task: ClaimsTask, *, replay: Replay | None, drain_jobs: bool) -> None:
+        self.app = app
         self.task = task
         self.tools = TOOLS
         self.replay = replay
-        self.engine: Engine = make_engine(settings.db_url)
-        self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
-        self.worker = Worker(self.sessions, settings)
+        self.worker = Worker(app.sessions, app.settings)
         self._stack = ExitStack()
         self.background: RunningWorker | None = None
-        self.client: TestClient | None = None
         try:
             if not drain_jobs:  # the app's own polling worker calls vendors between steps: replay stays on
                 if replay is not None:
                     self._stack.enter_context(replay.session())
-                self.background = start_in_thread(self.sessions, settings)
-            self.client = TestClient(
-                create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
-            )
-            self.client.headers["Authorization"] = f"Bearer {token}"
+                self.background = start_in_thread(app.sessions, app.settings)
         except BaseException:
             self.close()  # nothing half-built outlives a failed start: no thread, patch or connection
             raise
@@ -136,8 +174,8 @@ class ClaimsEpisode(Episode):
 
     def _request(self, tool: str, arguments: dict[str, JSON]) -> JSON:
         method, path, params, body = to_request(tool, arguments)
-        assert self.client is not None, "the episode is closed"
-        response = self.client.request(
+        assert self.app.client is not None, "the application is closed"
+        response = self.app.client.request(
             method, path, params=params, json=body, files=upload_of(tool, arguments)
         )
         try:
@@ -147,28 +185,25 @@ class ClaimsEpisode(Episode):
         return {"status": response.status_code, "body": payload}
 
     def score(self) -> float:
-        with self.sessions() as session:
+        with self.app.sessions() as session:
             return KINDS[self.task.kind].verify(session, self.task.facts)
 
     def quiesce(self) -> None:
-        self.engine.dispose()
+        self.app.engine.dispose()
 
     def close(self) -> None:
         if self.background is not None:
             self.background.stop()
             self.background = None
         self._stack.close()
-        if self.client is not None:
-            self.client.close()
-        self.engine.dispose()
-        # FastAPI's callable caches (4096 entries each) keep this episode's route functions, and through
-        # their closures its session factory, for thousands of episodes: unbind the engine from it.
-        self.engine.clear_compiled_cache()
-        self.sessions.configure(bind=None)
+        self.app.engine.dispose()
 
 
 class ClaimsAdapter(Adapter):
     """``statekit.make("claims_app", scale=1)``: scale 1 is ~9 MB per world (mostly PostgreSQL's own).
+
+    ``journal_bound`` caps the row changes an episode may make and still be rewound (past it, the
+    world is replaced by a clone).
 
     Outbound calls replay ``replay_cassettes/claims_app/seed-N.yaml``. ``record=True`` (with live
     vendors at ``vendors_url``) records new interactions into those cassettes instead;
@@ -176,7 +211,7 @@ class ClaimsAdapter(Adapter):
     """
 
     name = "claims_app"
-    strategies = ("template", "container")
+    strategies = ("rewind", "template", "container")
     controls = ("jobs", "outbound")
     probe_tasks = {  # filing a claim makes new ids, a fraud job and two vendor calls; triage writes times
         "clock": "triage_overdue",
@@ -192,6 +227,7 @@ class ClaimsAdapter(Adapter):
         vendors_url: str | None = None,
         record: bool = False,
         cassette_dir: str | Path | None = None,
+        journal_bound: int = DEFAULT_BOUND,
     ) -> None:
         if scale < 1:
             raise ConfigError("scale must be at least 1")
@@ -201,8 +237,10 @@ class ClaimsAdapter(Adapter):
         self.vendors_url = vendors_url.rstrip("/") if vendors_url else None
         self.record = record
         self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
+        self.journal_bound = journal_bound
         self.spec = DigestSpec.load(SPEC_PATH)
         self.mode = "template"
+        self.deterministic_start = True  # starting an episode only reads the world
         self.image_id: str | None = None
         self._remote: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
 
@@ -218,16 +256,20 @@ class ClaimsAdapter(Adapter):
         return made
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name == "template":  # the database and the upload directory, reset together
+        if name in ("rewind", "template"):  # the database and the upload directory, reset together
             lease = ServerLease(options.get("db_url"))
-            database = PostgresTemplate(lease.server, prefix="skclaims", on_close=lease.close)
+            database = PostgresTemplate(
+                lease.server, prefix="skclaims", on_close=lease.close, journal_bound=self.journal_bound
+            )
             uploads = CowFilesystem(statekit_home() / "files" / self.name)
-            return Composite({"db": database, "uploads": uploads})
+            world = Composite({"db": database, "uploads": uploads})
+            return Rewinding(world) if name == "rewind" else world
         if name == "container":
             if self.scale != 1 or self.record or self.vendors_url:
                 raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
             client = docker_client()
             self.mode = "container"
+            self.deterministic_start = False  # the harness inside the container chooses the task
             self.image_id = ensure_image(client)
             return ContainerPerEpisode(self.image_id, ready=harness_ready, client=client)
         raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
@@ -247,18 +289,39 @@ class ClaimsAdapter(Adapter):
     def cassette(self, seed: int) -> Path:
         return self.cassette_dir / f"seed-{seed}.yaml"
 
-    def _outbound(self, seed: int) -> tuple[str, Replay | None]:
-        """(vendor base URL the app is given, the replay in force)."""
+    def cassettes(self) -> list[Path]:
+        return sorted(self.cassette_dir.glob("seed-*.yaml"))
+
+    def fixture_sources(self) -> list[FixtureSource]:
+        return [
+            FixtureSource(
+                name="claims seed script",
+                origin="examples/claims_app/fixtures.py (seeded Faker)",
+                synthetic=True,
+            )
+        ]
+
+    def _outbound_base(self) -> tuple[str, bool]:
+        """(vendor base URL the app is given, whether calls are replayed)."""
         if "outbound" in self.disabled_controls:
             if not self.vendors_url:
                 raise ConfigError(
                     "with the outbound control off the app needs live vendors: pass vendors_url="
                 )
-            return self.vendors_url, None
+            return self.vendors_url, False
         if self.record:
             assert self.vendors_url is not None
-            return self.vendors_url, Replay(self.cassette(seed), record=True, live_base=self.vendors_url)
-        return CANONICAL_BASE, Replay(self.cassette(seed))
+            return self.vendors_url, True
+        return CANONICAL_BASE, True
+
+    def _outbound(self, seed: int) -> tuple[str, Replay | None]:
+        """(vendor base URL the app is given, the replay in force)."""
+        base, replayed = self._outbound_base()
+        if not replayed:
+            return base, None
+        if self.record:
+            return base, Replay(self.cassette(seed), record=True, live_base=self.vendors_url)
+        return base, Replay(self.cassette(seed))
 
     @staticmethod
     def _db_url(world: World) -> str:
@@ -286,36 +349,10 @@ class ClaimsAdapter(Adapter):
         finally:
             engine.dispose()
 
-    def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
-    ) -> Episode:
+    def attach(self, world: World) -> ClaimsApp | None:
         if self.mode == "container":
-            if task is not None:
-                raise ConfigError("forks (snapshot/restore) need the template strategy")
-            remote = RemoteEpisode(world, seed=seed, options=options)
-            self._remote[world.id] = remote
-            return remote
-        engine = make_engine(self._db_url(world))
-        try:
-            with make_session_factory(engine)() as session:
-                token = session.scalar(
-                    select(AuthSession.token)
-                    .join(Adjuster, AuthSession.adjuster_id == Adjuster.id)
-                    .where(Adjuster.username == AGENT)
-                    .order_by(AuthSession.expires_at.desc())
-                )
-                if task is None:
-                    requested = options.get("task")
-                    try:
-                        task = choose_task(session, seed, str(requested) if requested is not None else None)
-                    except ValueError as exc:
-                        raise ConfigError(str(exc)) from exc
-        finally:
-            engine.dispose()
-        if token is None:
-            raise ConfigError("the world has no login session for the agent; rebuild it")
-        assert isinstance(task, ClaimsTask)
-        base, replay = self._outbound(seed)
+            return None
+        base, _ = self._outbound_base()
         settings = Settings(
             db_url=self._db_url(world),
             upload_dir=self._uploads(world),
@@ -324,15 +361,59 @@ class ClaimsAdapter(Adapter):
             address_url=f"{base}/address",
             worker_poll_seconds=0.05,
         )
-        return ClaimsEpisode(
-            settings, task, token, replay=replay, drain_jobs="jobs" not in self.disabled_controls
-        )
+        return ClaimsApp(settings)
 
-    def digest(self, world: World) -> Digest:
+    def detach(self, app: Any) -> None:
+        if isinstance(app, ClaimsApp):
+            app.close()
+
+    def check_options(self, options: dict[str, JSON]) -> None:
+        requested = options.get("task")
+        if requested is not None and str(requested) not in KINDS:
+            raise ConfigError(f"unknown task kind {str(requested)!r}; kinds are {sorted(KINDS)}")
+
+    def start_episode(
+        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+    ) -> Episode:
+        if self.mode == "container":
+            if task is not None:
+                raise ConfigError("forks (snapshot/restore) need the template or rewind strategy")
+            remote = RemoteEpisode(world, seed=seed, options=options)
+            self._remote[world.id] = remote
+            return remote
+        if not isinstance(app, ClaimsApp):
+            raise ConfigError("the claims episode needs the application statekit attached to its world")
+        if task is None:
+            requested = options.get("task")
+            with app.sessions() as session:
+                try:
+                    task = choose_task(session, seed, str(requested) if requested is not None else None)
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from exc
+            app.engine.dispose()
+        assert isinstance(task, ClaimsTask)
+        _, replay = self._outbound(seed)
+        return ClaimsEpisode(app, task, replay=replay, drain_jobs="jobs" not in self.disabled_controls)
+
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
         if self.mode == "container":
             return Digest(digest=self._remote[world.id].digest(), tables={})
-        database = postgres_digest(to_conninfo(self._db_url(world)), self.spec)
-        return combine({**database.tables, **file_tables(self._directories(world))})
+        database = postgres_digest(self._db(world), self.spec, since=since)
+        parts = world.handle
+        files = []
+        for name, path in self._directories(world).items():
+            copy = parts[name].handle if name in parts else None
+            if isinstance(copy, CowCopy) and copy.upper is not None:  # overlay: changes are in upper
+                files.append(directory_digest(name, path, golden=copy.golden, upper=copy.upper, since=since))
+            else:
+                files.append(directory_digest(name, path))
+        return merge(database, *files)
+
+    @staticmethod
+    def _db(world: World) -> Journal | str:
+        """The database part: its journal (incremental digests), or its connection string."""
+        part = world.handle["db"]
+        return part.handle if isinstance(part.handle, Journal) else to_conninfo(part.location)
 
     def _directories(self, world: World) -> dict[str, Path]:
         known = {"uploads": self._uploads(world)}
@@ -346,7 +427,7 @@ class ClaimsAdapter(Adapter):
     def dump(self, world: World) -> StateDump:
         if self.mode == "container":
             raise ConfigError("dumps are taken with the template strategy")
-        dump = postgres_dump(to_conninfo(self._db_url(world)), self.spec)
+        dump = postgres_dump(self._db(world), self.spec)
         for name, path in self._directories(world).items():
             dump.tables[f"{FILES_PREFIX}{name}"] = file_dump(path)
         return dump

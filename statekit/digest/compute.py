@@ -1,21 +1,38 @@
-"""Digests from canonical rows: SHA-256 per table and overall, with row counts and a format version."""
+"""Digests from canonical rows: a multiset hash per table and SHA-256 overall, with row counts.
+
+Format 2 (this one): a table is the *multiset* of its canonical rows (``statekit.digest.multiset``),
+so its hash does not depend on row order and can be updated row by row from a change journal.
+Format 1 hashed rows as a stream in key order; the two never compare equal (the format is hashed).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.digest.canonical import canonical_json
+from statekit.digest.multiset import MultisetHash
 
-DIGEST_FORMAT = 1
+DIGEST_FORMAT = 2
+
+
+def encode_row(row: Mapping[str, Any]) -> bytes:
+    """The bytes a canonical row is hashed as."""
+    return canonical_json(row).encode()
 
 
 @dataclass(frozen=True)
 class TableDigest:
     rows: int
     sha256: str
+    acc: MultisetHash | None = field(default=None, compare=False, repr=False)
+    """The accumulator behind ``sha256``, kept so the table can be updated incrementally."""
+
+    @classmethod
+    def of(cls, acc: MultisetHash) -> TableDigest:
+        return cls(rows=acc.rows, sha256=acc.hexdigest(), acc=acc.copy())
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,9 @@ class Digest:
     digest: str
     tables: dict[str, TableDigest]
     format: int = DIGEST_FORMAT
+    resume: Any = field(default=None, compare=False, repr=False)
+    """Private to whoever computed it: what it needs to update this digest incrementally later
+    (e.g. a journal position). ``Adapter.digest(world, since=digest)`` hands it back."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -35,18 +55,26 @@ class Digest:
 
 
 def hash_rows(rows: Iterable[Mapping[str, Any]]) -> TableDigest:
-    """Hash canonical rows in the order given (the caller orders them by key). Streams: O(1) memory."""
-    h = hashlib.sha256()
-    count = 0
-    for row in rows:
-        h.update(canonical_json(row).encode())
-        h.update(b"\n")
-        count += 1
-    return TableDigest(rows=count, sha256=h.hexdigest())
+    """The multiset hash of canonical rows, in any order. Streams: O(1) memory."""
+    acc = MultisetHash()
+    acc.add_all(encode_row(row) for row in rows)
+    return TableDigest.of(acc)
 
 
-def combine(tables: Mapping[str, TableDigest]) -> Digest:
+def merge(*digests: Digest) -> Digest:
+    """One digest over several parts' tables (a database and its directories); their resume states
+    are kept side by side, so each part can update its own tables later."""
+    tables: dict[str, TableDigest] = {}
+    resume: dict[str, Any] = {}
+    for part in digests:
+        tables.update(part.tables)
+        if isinstance(part.resume, dict):
+            resume.update(part.resume)
+    return combine(tables, resume=resume)
+
+
+def combine(tables: Mapping[str, TableDigest], *, resume: Any = None) -> Digest:
     """The overall digest covers the format, every table's name, row count and hash."""
     body = {name: {"rows": t.rows, "sha256": t.sha256} for name, t in tables.items()}
     overall = hashlib.sha256(canonical_json({"format": DIGEST_FORMAT, "tables": body}).encode()).hexdigest()
-    return Digest(digest=overall, tables=dict(sorted(tables.items())))
+    return Digest(digest=overall, tables=dict(sorted(tables.items())), resume=resume)

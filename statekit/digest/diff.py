@@ -1,7 +1,8 @@
 """Diff two state dumps: per table, rows added, removed and changed (by key), with the columns.
 
-Rows of an ordered table are matched by their key; rows of a set table (``ordered = false``) by
-their whole content, so a set diff has only additions and removals. The JSON form (``as_dict``) is
+Rows of an ordered table are matched by their key when the key is unique and hashed; otherwise (a set
+table, ``ordered = false``, or a surrogate key the digest leaves out) by their whole content, as a
+multiset, so such a diff has only additions and removals. The JSON form (``as_dict``) is
 stable::
 
     {"equal": false,
@@ -15,7 +16,7 @@ Only tables with a difference appear under ``tables``. Equal digests ⇔ ``equal
 
 from __future__ import annotations
 
-import difflib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,22 +80,24 @@ def _diff_by_key(a: TableDump, b: TableDump) -> TableDiff:
     return out
 
 
-def _diff_sequence(a: TableDump, b: TableDump) -> TableDiff:
-    """Rows whose identity is their place in the order (a surrogate key the digest does not see, or
-    a set ordered by content): the smallest edit between the two row sequences."""
-    left = [canonical_json(r["row"]) for r in a.rows]
-    right = [canonical_json(r["row"]) for r in b.rows]
+def _diff_multiset(a: TableDump, b: TableDump) -> TableDiff:
+    """Rows whose identity is their content (a set table, or a key the digest does not hash): the
+    multiset difference. A digest (format 2) hashes a table as the multiset of its rows, so this is
+    exactly what it can see: equal multisets, equal digests, empty diff."""
+    left = Counter(canonical_json(r["row"]) for r in a.rows)
+    right = Counter(canonical_json(r["row"]) for r in b.rows)
     out = TableDiff()
-    matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            continue
-        pairs = min(i2 - i1, j2 - j1) if op == "replace" and a.ordered and b.ordered else 0
-        for offset in range(pairs):
-            x, y = a.rows[i1 + offset], b.rows[j1 + offset]
-            out.changed.append({"key": y["key"], "columns": _columns(x["row"], y["row"])})
-        out.removed.extend(a.rows[i1 + pairs : i2])
-        out.added.extend(b.rows[j1 + pairs : j2])
+    gone, new = left - right, right - left
+    for row in a.rows:
+        text = canonical_json(row["row"])
+        if gone[text] > 0:
+            gone[text] -= 1
+            out.removed.append(row)
+    for row in b.rows:
+        text = canonical_json(row["row"])
+        if new[text] > 0:
+            new[text] -= 1
+            out.added.append(row)
     return out
 
 
@@ -117,7 +120,7 @@ def diff_dumps(a: StateDump, b: StateDump) -> StateDiff:
         )
         right = b.tables.get(name) or TableDump(key=left.key, ordered=left.ordered, rows=[])
         keyed = left.key == right.key and _keyed(left) and _keyed(right)
-        tables[name] = _diff_by_key(left, right) if keyed else _diff_sequence(left, right)
+        tables[name] = _diff_by_key(left, right) if keyed else _diff_multiset(left, right)
         if name not in a.tables or name not in b.tables:
             tables[name].only_in = "b" if name not in a.tables else "a"
     return StateDiff(tables)

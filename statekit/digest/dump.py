@@ -1,8 +1,8 @@
 """A canonical state dump: the very rows a digest is computed from, plus a per-step digest trace.
 
-JSON format (``format`` 1)::
+JSON format (``format`` 2: the digest is the multiset hash of digest format 2)::
 
-    {"format": 1, "digest": "<64 hex>", "meta": {...},
+    {"format": 2, "digest": "<64 hex>", "meta": {...},
      "tables": {"claims": {"key": ["reference"], "ordered": true,
                            "rows": [{"key": ["CLM-000001"], "row": {"status": "paid", ...}}, ...]}},
      "trace": [{"step": 0, "digest": "<64 hex>"}, {"step": 1, "action": {...}, "reward": 0.0,
@@ -22,7 +22,7 @@ from typing import Any
 from statekit.digest.compute import Digest, combine, hash_rows
 from statekit.errors import SpecError
 
-DUMP_FORMAT = 1
+DUMP_FORMAT = 2
 
 
 @dataclass

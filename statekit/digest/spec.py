@@ -13,8 +13,14 @@
     [ignored_tables]
     sessions = "login tokens: session rows change with every login"
 
-Every excluded column and ignored table carries a reason, so a reader can audit what the digest is
-blind to. ``statekit.digest.coverage`` checks the spec against a live schema.
+    [ignored_sequences]
+    ticket_numbers = "drawn only for display, never stored"
+
+Every excluded column, ignored table and ignored sequence carries a reason, so a reader can audit
+what the digest is blind to. Every sequence of the schema is digested (its position decides the next
+id) unless an ignored table owns it or ``[ignored_sequences]`` names it. ``canonical`` names come from
+the registry in ``statekit.digest.canonical``. ``statekit.digest.coverage`` checks the spec against a
+live schema: columns, sequences, and that each table's ``key`` is unique there.
 """
 
 from __future__ import annotations
@@ -24,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from statekit.digest.canonical import CANONICALISERS
 from statekit.errors import SpecError
 
 SPEC_FORMAT = 1
-CANONICALISERS = frozenset({"auto", "decimal", "number", "timestamp", "date", "json", "sorted"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class DigestSpec:
     directories: dict[str, str] | None = None
     """Directory trees the digest also covers (``[directories] NAME = "what it holds"``): each becomes
     a table ``files:NAME`` of paths, types, sizes and content hashes."""
+    ignored_sequences: dict[str, str] | None = None
+    """Sequences left out of the digest, each with a reason (all others are digested)."""
 
     @classmethod
     def load(cls, path: str | Path) -> DigestSpec:
@@ -112,7 +120,10 @@ class DigestSpec:
                 raise fail(f"tables.{name}.canonical must map columns to canonicalisers")
             for column, how in canonical.items():
                 if how not in CANONICALISERS:
-                    raise fail(f"tables.{name}.canonical.{column}: unknown canonicaliser {how!r}")
+                    raise fail(
+                        f"tables.{name}.canonical.{column}: unknown canonicaliser {how!r}; "
+                        f"known: {sorted(CANONICALISERS)}"
+                    )
                 if column not in include:
                     raise fail(f"tables.{name}.canonical.{column}: column is not included")
             if name in ignored:
@@ -128,10 +139,26 @@ class DigestSpec:
             isinstance(v, str) and v.strip() for v in directories.values()
         ):
             raise fail("`[directories]` maps each directory name to a non-empty description")
+        sequences = data.get("ignored_sequences", {})
+        if not isinstance(sequences, dict) or not all(
+            isinstance(v, str) and v.strip() for v in sequences.values()
+        ):
+            raise fail("`[ignored_sequences]` maps each sequence to a non-empty reason")
+        unknown = set(data) - {
+            "format",
+            "schema",
+            "tables",
+            "ignored_tables",
+            "directories",
+            "ignored_sequences",
+        }
+        if unknown:
+            raise fail(f"unknown section(s) {sorted(unknown)}")
         return cls(
             schema=schema,
             tables=tables,
             ignored_tables=dict(ignored),
             source=source,
             directories=dict(directories),
+            ignored_sequences=dict(sequences),
         )

@@ -21,8 +21,6 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-import statekit
-from statekit.env import Environment
 from statekit.errors import ConfigError
 from statekit.harness.config import HarnessConfig
 from statekit.harness.errors import ApiError, error_body
@@ -44,7 +42,9 @@ from statekit.harness.models import (
 )
 from statekit.harness.openenv import serve_socket
 from statekit.harness.schemas import environment_schemas
-from statekit.harness.sessions import SessionPool
+from statekit.harness.sessions import SessionEnvironment, SessionPool
+from statekit.harness.worker import make_environment
+from statekit.harness.workers import WorkerPool
 from statekit.registry import resolve_adapter
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,8 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     """The harness for ``config``; ``clock`` (seconds, monotonic) decides when a session is idle.
 
     The adapter is resolved once here, so a wrong name or strategy fails at start, not per session.
-    The session pool is ``app.state.sessions``.
+    The session pool is ``app.state.sessions``; with ``config.workers`` > 0 the worker processes
+    (``app.state.workers``) start with the app's lifespan and stop after every session is closed.
     """
     probe = resolve_adapter(config.adapter, **config.adapter_options)
     try:
@@ -89,16 +90,14 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     finally:
         probe.close()
 
-    def make_env() -> Environment:
-        return statekit.make(
-            config.adapter,
-            strategy=config.strategy,
-            db_url=config.db_url,
-            cache_bytes=config.cache_bytes,
-            num_worlds=config.num_worlds,
-            start_seed=config.start_seed,
-            **config.adapter_options,
-        )
+    workers = (
+        WorkerPool(config, config.workers, on_lost=lambda: pool.forget_lost()) if config.workers else None
+    )
+
+    def make_env() -> SessionEnvironment:
+        if workers is not None:
+            return workers.open()
+        return make_environment(config)
 
     pool = SessionPool(
         make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, clock=clock
@@ -106,10 +105,15 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # One environment for the server's lifetime, never a session's: making it sweeps what dead
-        # processes left (copies, builds, fork goldens) before the first session arrives, and it holds
-        # the database server so the embedded one is not stopped whenever the last session closes.
-        keeper = await run_in_threadpool(make_env)
+        # In-process sessions: one environment for the server's lifetime, never a session's. Making it
+        # sweeps what dead processes left (copies, builds, fork goldens) before the first session
+        # arrives, and it holds the database server so the embedded one is not stopped whenever the
+        # last session closes. Worker processes each keep such an environment themselves.
+        keeper: SessionEnvironment | None = None
+        if workers is not None:
+            await run_in_threadpool(workers.start)
+        else:
+            keeper = await run_in_threadpool(make_env)
         reaper = (
             asyncio.create_task(_reap_forever(pool, config.idle_timeout)) if config.idle_timeout else None
         )
@@ -121,7 +125,10 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
                 with suppress(asyncio.CancelledError):
                     await reaper
             await run_in_threadpool(pool.close_all)
-            await run_in_threadpool(keeper.close)
+            if workers is not None:
+                await run_in_threadpool(workers.close)
+            if keeper is not None:
+                await run_in_threadpool(keeper.close)
 
     app = FastAPI(
         title=f"statekit harness: {adapter_name}",
@@ -130,6 +137,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         lifespan=lifespan,
     )
     app.state.sessions = pool
+    app.state.workers = workers
     _install_error_handlers(app)
 
     @app.post("/reset", operation_id="reset", response_model=ResetResponse, responses=_SESSION_LINKS)
@@ -221,6 +229,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
             max_sessions=pool.max_sessions,
             num_worlds=config.num_worlds,
             start_seed=config.start_seed,
+            workers=len(workers) if workers is not None else 0,
         )
 
     @app.get("/schema", operation_id="schema", response_model=SchemaResponse, responses=ERRORS)

@@ -22,6 +22,8 @@ class HarnessConfig:
     ``idle_timeout`` (seconds) closes sessions nobody used for that long; 0 keeps them forever.
     ``cache_bytes`` bounds the snapshot cache that every session (and process) on this server shares;
     ``num_worlds``/``start_seed`` bound the seeds a seedless reset draws from (``statekit.make``).
+    ``workers`` > 0 runs the sessions' environments in that many worker processes (each session
+    pinned to one); 0 runs them in the serving process, where they take turns on one core.
     """
 
     adapter: str | type[Adapter]
@@ -34,6 +36,7 @@ class HarnessConfig:
     cache_bytes: int | None = None
     num_worlds: int | None = None
     start_seed: int = 0
+    workers: int = 0
     adapter_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -47,6 +50,10 @@ class HarnessConfig:
         if self.idle_timeout < 0:
             raise ConfigError(
                 f"idle_timeout must be >= 0 seconds (0 disables the reaper), got {self.idle_timeout}"
+            )
+        if self.workers < 0:
+            raise ConfigError(
+                f"workers must be >= 0 (0 runs sessions in the serving process), got {self.workers}"
             )
         if self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")

@@ -15,7 +15,6 @@ import uvicorn
 
 from statekit.errors import ConfigError
 from statekit.harness import redact
-from statekit.harness.app import create_app
 from statekit.harness.config import HarnessConfig
 
 
@@ -71,6 +70,8 @@ def serve(
     ``uds`` serves on a Unix socket instead of TCP: a container with no network at all is driven
     that way, through a socket file in a directory the host mounts.
     """
+    from statekit.harness.app import create_app  # FastAPI: not imported by worker processes
+
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
     check_websockets()
     app = create_app(config)

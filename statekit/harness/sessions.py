@@ -14,22 +14,50 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, Protocol
 
-from statekit.contract import JSON
-from statekit.env import Environment
-from statekit.errors import ConfigError, ResetError, ResetNeeded, SpecError, StatekitError
+from statekit.contract import JSON, State
+from statekit.digest.dump import StateDump
+from statekit.errors import (
+    ConfigError,
+    EnvironmentLost,
+    ResetError,
+    ResetNeeded,
+    SpecError,
+    StatekitError,
+)
 from statekit.harness.errors import ApiError
 
 log = logging.getLogger(__name__)
 
 EXPIRED_MEMORY = 4096
-"""How many reaped session ids the pool remembers, to answer "expired" rather than "unknown"."""
+"""How many reaped (or lost) session ids the pool remembers, to answer "expired" rather than "unknown"."""
+
+
+class SessionEnvironment(Protocol):
+    """What a session drives: an in-process ``Environment``, or one hosted in a worker process."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, JSON] | None = None
+    ) -> tuple[JSON, dict]: ...
+
+    def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]: ...
+
+    def state(self) -> State: ...
+
+    def snapshot(self) -> str: ...
+
+    def restore(self, snapshot_id: str) -> tuple[JSON, dict]: ...
+
+    def dump(self) -> StateDump: ...
+
+    def close(self) -> None: ...
 
 
 class Session:
     """One client's environment plus the snapshot ids it handed out (restore accepts only those)."""
 
-    def __init__(self, session_id: str, env: Environment, now: float, *, pinned: bool) -> None:
+    def __init__(self, session_id: str, env: SessionEnvironment, now: float, *, pinned: bool) -> None:
         self.id = session_id
         self.env = env
         self.lock = threading.Lock()
@@ -75,7 +103,7 @@ class SessionPool:
 
     def __init__(
         self,
-        factory: Callable[[], Environment],
+        factory: Callable[[], SessionEnvironment],
         *,
         max_sessions: int,
         idle_timeout: float,
@@ -89,6 +117,7 @@ class SessionPool:
         self._sessions: dict[str, Session] = {}
         self._opening = 0
         self._expired: OrderedDict[str, None] = OrderedDict()
+        self._lost: OrderedDict[str, str] = OrderedDict()
 
     def __len__(self) -> int:
         with self._lock:
@@ -131,6 +160,9 @@ class SessionPool:
                 yield session
             except ResetNeeded as exc:
                 raise ApiError(409, "reset_needed", str(exc)) from exc
+            except EnvironmentLost as exc:
+                self._lose(session, str(exc))
+                raise self._gone(session_id) from exc
             finally:
                 session.last_used = self._clock()
 
@@ -170,6 +202,14 @@ class SessionPool:
             log.info("closed %d session(s) idle for more than %s s", len(reaped), self.idle_timeout)
         return reaped
 
+    def forget_lost(self) -> list[str]:
+        """Forget the sessions whose environment died with its worker process; later calls get 410."""
+        with self._lock:
+            lost = [s for s in self._sessions.values() if getattr(s.env, "lost", False)]
+        for session in lost:
+            self._lose(session, getattr(session.env, "lost_reason", "its worker process died"))
+        return [session.id for session in lost]
+
     def close_all(self) -> None:
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), {}
@@ -186,9 +226,20 @@ class SessionPool:
         except Exception:
             log.exception("closing the environment of session %s failed", session.id)
 
+    def _lose(self, session: Session, reason: str) -> None:
+        with self._lock:
+            self._sessions.pop(session.id, None)
+            self._lost.setdefault(session.id, reason)
+            while len(self._lost) > EXPIRED_MEMORY:
+                self._lost.popitem(last=False)
+        session.closed = True
+
     def _gone(self, session_id: str) -> ApiError:
         with self._lock:
             expired = session_id in self._expired
+            lost = self._lost.get(session_id)
+        if lost is not None:
+            return ApiError(410, "worker_lost", f"session {session_id} ended: {lost}")
         if expired:
             return ApiError(
                 410,

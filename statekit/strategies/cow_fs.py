@@ -6,6 +6,7 @@ Layout under ``root`` (every part on the same filesystem, so a rename publishes 
     building/<name>      a golden being built; renamed to goldens/<key> when complete
     copies/<name>        restored copies, handed out as ``World.location`` (overlay: the mount point)
     upper/<name>         the overlay method's private upper and work directories, one per copy
+    marks/<name>         bookmarks of copies (an overlay upper dir, or a btrfs snapshot)
     trash/<key>.<token>  dropped goldens that a mounted overlay copy may still read from
 
 Methods, picked by probing ``root`` for real (``method="auto"``) in this order:
@@ -19,6 +20,12 @@ Methods, picked by probing ``root`` for real (``method="auto"``) in this order:
 
 Copies are named with ``statekit.strategies.naming`` so the copies, builds and overlay mounts of a
 dead process are swept when a new ``CowFilesystem`` starts on the same root.
+
+Rewinding a copy in place (``rewind``) costs what changed: an overlay copy is unmounted, its upper
+directory emptied (or replaced by a bookmark's) and mounted again at the same path; a btrfs copy is
+re-snapshotted at the same path; a reflink or plain copy is synced from its golden file by file, for
+the entries whose identity (inode, ctime, mtime, size, mode) changed since it was restored. Bookmarks
+(``mark``) need overlay (a copy of the upper directory) or btrfs (a snapshot).
 """
 
 from __future__ import annotations
@@ -31,11 +38,13 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import subprocess
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from statekit.errors import ConfigError, ResetError
+from statekit.errors import ConfigError, ResetError, RewindError
 from statekit.strategies.base import Builder, ResetStrategy, World
 from statekit.strategies.naming import CopyNamer, check_key, snapshot_owner
 
@@ -55,6 +64,32 @@ _MNT_DETACH = 2
 _OVERLAY_UNSAFE = re.compile(r"[\s,:\\]")  # separators in overlayfs mount options
 
 
+Identity = tuple[int, int, int, int, int]
+"""(inode, ctime_ns, mtime_ns, size, mode) of an entry: any write, chmod, rename or replace changes it."""
+
+
+@dataclass
+class CowCopy:
+    """What a copy's ``World.handle`` holds: where its golden is and, for overlay, its upper dir.
+
+    ``upper`` holds exactly what changed since the golden (overlay), which is what an incremental
+    files digest reads; ``manifest`` is a reflink or plain copy's entry identities at its last reset.
+    """
+
+    key: str
+    golden: Path
+    method: str
+    upper: Path | None = None
+    manifest: dict[bytes, Identity] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class _FilesMark:
+    world_id: str
+    path: Path | None
+    """The saved state (an upper dir, a snapshot); None: the golden itself."""
+
+
 class CowFilesystem(ResetStrategy):
     """Golden directory trees under ``root``, restored by the cheapest clone the filesystem offers."""
 
@@ -65,8 +100,9 @@ class CowFilesystem(ResetStrategy):
         self._building = self.root / "building"
         self._copies = self.root / "copies"
         self._upper = self.root / "upper"
+        self._marks = self.root / "marks"
         self._trash = self.root / "trash"
-        for folder in (self._goldens, self._building, self._copies, self._upper, self._trash):
+        for folder in (self._goldens, self._building, self._copies, self._upper, self._marks, self._trash):
             folder.mkdir(parents=True, exist_ok=True)
         self._live: dict[str, str] = {}  # copy name -> key, for close()
         self._lock = threading.Lock()
@@ -163,6 +199,7 @@ class CowFilesystem(ResetStrategy):
         copy = self._copies / name
         with self._lock:
             self._live[name] = key
+        handle = CowCopy(key=key, golden=golden, method=self.method)
         try:
             self._remove_tree(copy)  # a leftover of a dead process that had our pid (cp would nest into it)
             if self.method == "overlay":
@@ -171,14 +208,17 @@ class CowFilesystem(ResetStrategy):
                 (upper / "work").mkdir()
                 copy.mkdir()
                 _mount_overlay(golden, upper / "upper", upper / "work", copy)
+                handle.upper = upper / "upper"
             else:
                 self._clone_tree(golden, copy, self.method)
+                if self.method != "btrfs":
+                    handle.manifest = _identities(copy)
         except BaseException as exc:
             self._forget(name)
             if isinstance(exc, KeyboardInterrupt):
                 raise
             raise ResetError(f"restoring {key!r} into {copy} with {self.method} failed: {exc}") from exc
-        return World(id=name, location=str(copy))
+        return World(id=name, location=str(copy), handle=handle)
 
     def discard(self, world: World) -> None:
         if "/" in world.id or not world.id.startswith(f"{self.names.prefix}_e_"):
@@ -205,13 +245,76 @@ class CowFilesystem(ResetStrategy):
         for folder, dirs, files in os.walk(golden):
             for name in (folder, *(os.path.join(folder, entry) for entry in (*dirs, *files))):
                 try:
-                    stat = os.lstat(name)
+                    info = os.lstat(name)
                 except FileNotFoundError:  # dropped meanwhile
                     continue
-                if (stat.st_dev, stat.st_ino) not in seen:
-                    seen.add((stat.st_dev, stat.st_ino))
-                    total += stat.st_blocks * 512
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += info.st_blocks * 512
         return total
+
+    # -- rewinding in place ---------------------------------------------------------------------
+    def _copy_of(self, world: World) -> CowCopy:
+        if not isinstance(world.handle, CowCopy) or not (self._copies / world.id).exists():
+            raise RewindError(f"world {world.id!r} is not a live copy of this CowFilesystem")
+        return world.handle
+
+    def mark(self, world: World) -> object:
+        handle = self._copy_of(world)
+        saved = self._marks / self.names.episode()
+        if self.method == "overlay":
+            assert handle.upper is not None
+            if not any(os.scandir(handle.upper)):
+                return _FilesMark(world.id, None)  # nothing changed: the bookmark is the golden itself
+            _run("cp", "-a", "--", str(handle.upper), str(saved))
+        elif self.method == "btrfs":
+            _run("btrfs", "subvolume", "snapshot", str(self._copies / world.id), str(saved))
+        else:
+            raise RewindError(f"bookmarks of a directory need overlay or btrfs, not {self.method}")
+        return _FilesMark(world.id, saved)
+
+    def forget(self, mark: object) -> None:
+        if isinstance(mark, _FilesMark) and mark.path is not None:
+            self._remove_tree(mark.path)
+
+    def rewind(self, world: World, to: object = None) -> None:
+        handle = self._copy_of(world)
+        if to is not None and not (isinstance(to, _FilesMark) and to.world_id == world.id):
+            raise RewindError(f"that bookmark belongs to another world than {world.id!r}")
+        saved = None if to is None else to.path
+        source = handle.golden if saved is None else saved
+        copy = self._copies / world.id
+        try:
+            if self.method == "overlay":
+                self._rewind_overlay(copy, handle, saved)
+            elif self.method == "btrfs":
+                _run("btrfs", "subvolume", "delete", str(copy))
+                _run("btrfs", "subvolume", "snapshot", str(source), str(copy))
+            else:
+                _sync_tree(source, copy, handle, self.method)
+        except RewindError:
+            raise
+        except (OSError, ResetError) as exc:
+            raise RewindError(f"rewinding {copy} failed: {exc}") from exc
+
+    def _rewind_overlay(self, copy: Path, handle: CowCopy, saved: Path | None) -> None:
+        """Unmount, empty the upper dir (or put the bookmark's back), mount again at the same path.
+        An empty upper dir means nothing changed since the golden: then there is nothing to do."""
+        assert handle.upper is not None
+        if saved is None and not any(os.scandir(handle.upper)):
+            return
+        if _libc.umount2(os.fsencode(copy), 0) != 0:
+            err = ctypes.get_errno()
+            raise RewindError(f"cannot unmount {copy} to rewind it: {os.strerror(err)} (is it in use?)")
+        work = handle.upper.parent / "work"
+        shutil.rmtree(handle.upper)
+        shutil.rmtree(work)
+        if saved is None:
+            handle.upper.mkdir()
+        else:
+            _run("cp", "-a", "--", str(saved), str(handle.upper))
+        work.mkdir()
+        _mount_overlay(handle.golden, handle.upper, work, copy)
 
     def close(self) -> None:
         """Discard the copies still handed out: a mount must not outlive the strategy that made it."""
@@ -232,7 +335,7 @@ class CowFilesystem(ResetStrategy):
         layer. The snapshot cache's goldens have no owner and stay.
         """
         swept = []
-        for folder in (self._copies, self._upper, self._building):
+        for folder in (self._copies, self._upper, self._marks, self._building):
             for entry in sorted(os.listdir(folder)):
                 if self.names.is_orphan(entry):
                     log.warning("removing orphan %s", folder / entry)
@@ -317,6 +420,55 @@ def _run(*command: str) -> None:
         raise ResetError(f"{command[0]} is not installed") from exc
     if done.returncode != 0:
         raise ResetError(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout).strip()}")
+
+
+def _identities(root: Path) -> dict[bytes, Identity]:
+    """Every entry under ``root`` with its identity, keyed by relative path (bytes)."""
+    base = os.fsencode(root)
+    out: dict[bytes, Identity] = {}
+    for current, dirs, files in os.walk(base):
+        for name in (*dirs, *files):
+            path = os.path.join(current, name)
+            st = os.lstat(path)
+            out[os.path.relpath(path, base)] = (
+                st.st_ino,
+                st.st_ctime_ns,
+                st.st_mtime_ns,
+                st.st_size,
+                st.st_mode,
+            )
+    return out
+
+
+def _sync_tree(source: Path, copy: Path, handle: CowCopy, method: str) -> None:
+    """Make ``copy`` equal ``source`` again, touching only entries whose identity changed since the
+    manifest was taken (an entry's ctime moves on every write, chmod or rename; it cannot be set back)."""
+    now = _identities(copy)
+    before = handle.manifest
+    stale = {path for path, ident in now.items() if before.get(path) != ident}
+    missing = set(before) - set(now)
+    src, dst = os.fsencode(source), os.fsencode(copy)
+    for path in sorted(stale, key=len, reverse=True):  # deepest first: a new dir's children go first
+        target = os.path.join(dst, path)
+        if os.path.isdir(target) and not os.path.islink(target):
+            if path in before and stat.S_ISDIR(before[path][4]):
+                shutil.copystat(os.path.join(src, path), target, follow_symlinks=False)
+                continue  # a directory that only gained or lost entries: those are handled one by one
+            shutil.rmtree(target)
+        elif os.path.lexists(target):
+            os.unlink(target)
+    for path in sorted((stale | missing) & set(before), key=len):  # parents first
+        origin, target = os.path.join(src, path), os.path.join(dst, path)
+        if os.path.lexists(target):
+            continue
+        if os.path.isdir(origin) and not os.path.islink(origin):
+            os.mkdir(target)
+            shutil.copystat(origin, target, follow_symlinks=False)
+        elif method == "reflink" and not os.path.islink(origin):
+            _run("cp", "-a", "--reflink=always", "--", os.fsdecode(origin), os.fsdecode(target))
+        else:
+            shutil.copy2(origin, target, follow_symlinks=False)
+    handle.manifest = _identities(copy)
 
 
 def _is_btrfs_subvolume(path: Path) -> bool:

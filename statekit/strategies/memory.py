@@ -7,7 +7,7 @@ import itertools
 import pickle
 from typing import Any
 
-from statekit.errors import ResetError
+from statekit.errors import ResetError, RewindError
 from statekit.strategies.base import Builder, ResetStrategy, World
 
 
@@ -20,6 +20,7 @@ class InMemory(ResetStrategy):
     def __init__(self) -> None:
         self._goldens: dict[str, dict[str, Any]] = {}
         self._live: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, str] = {}
         self._ids = itertools.count(1)
 
     def has(self, key: str) -> bool:
@@ -41,10 +42,33 @@ class InMemory(ResetStrategy):
         world_id = f"mem-{next(self._ids)}"
         handle = copy.deepcopy(self._goldens[key])
         self._live[world_id] = handle
+        self._keys[world_id] = key
         return World(id=world_id, location=f"memory://{world_id}", handle=handle)
 
     def discard(self, world: World) -> None:
         self._live.pop(world.id, None)
+        self._keys.pop(world.id, None)
+
+    def mark(self, world: World) -> object:
+        if world.id not in self._live:
+            raise RewindError(f"world {world.id!r} is not a live copy")
+        return (world.id, copy.deepcopy(self._live[world.id]))
+
+    def rewind(self, world: World, to: object = None) -> None:
+        """Refill the same dict in place, so whoever holds ``world.handle`` sees the rewound world."""
+        handle = self._live.get(world.id)
+        if handle is None:
+            raise RewindError(f"world {world.id!r} is not a live copy")
+        if to is None:
+            source = self._goldens.get(self._keys[world.id])
+            if source is None:
+                raise RewindError(f"the golden of {world.id!r} was dropped")
+        elif isinstance(to, tuple) and to[0] == world.id:
+            source = to[1]
+        else:
+            raise RewindError(f"that bookmark belongs to another world than {world.id!r}")
+        handle.clear()
+        handle.update(copy.deepcopy(source))
 
     def drop(self, key: str) -> None:
         self._goldens.pop(key, None)

@@ -48,9 +48,12 @@ class Prewarmed(ResetStrategy):
             self._cond.notify_all()
         if world is not None:
             self.hits += 1
+            self.last_restore = "pooled"
             return world
         self.misses += 1
-        return self.inner.restore(key)
+        world = self.inner.restore(key)
+        self.last_restore = self.inner.last_restore
+        return world
 
     def footprint(self, key: str) -> int | None:
         return self.inner.footprint(key)
@@ -63,6 +66,15 @@ class Prewarmed(ResetStrategy):
 
     def discard(self, world: World) -> None:
         self.inner.discard(world)
+
+    def mark(self, world: World) -> object:
+        return self.inner.mark(world)
+
+    def rewind(self, world: World, to: object = None) -> None:
+        self.inner.rewind(world, to)
+
+    def forget(self, mark: object) -> None:
+        self.inner.forget(mark)
 
     def drop(self, key: str) -> None:
         with self._cond:

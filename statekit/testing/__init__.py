@@ -7,6 +7,7 @@ with the nearest difference when one fails (not just "not equal"). The pytest pl
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -16,8 +17,10 @@ from typing import Any
 from statekit.contract import JSON
 from statekit.determinism.controls import CORE_CONTROLS
 from statekit.digest.canonical import canonical_json
-from statekit.env import Environment
-from statekit.errors import SpecError
+from statekit.env import Environment, world_key
+from statekit.errors import ResetNeeded, SpecError
+from statekit.strategies.rewinding import Rewinding
+from statekit.testing.walk import harvest, random_action
 
 Action = dict[str, JSON]
 
@@ -33,12 +36,24 @@ class Rollout:
     rewards: list[float]
 
 
+def fresh_digest(env: Environment) -> str:
+    """The world's digest recomputed from every row: a check must not trust reset's cached golden
+    digest, nor a digest updated from the journal (a strategy could break either)."""
+    return env.digest_report(full=True).digest
+
+
 def rollout(
-    env: Environment, *, seed: int, actions: Sequence[Action], options: dict[str, JSON] | None = None
+    env: Environment,
+    *,
+    seed: int,
+    actions: Sequence[Action],
+    options: dict[str, JSON] | None = None,
+    digests: bool = True,
 ) -> Rollout:
-    """Reset to ``seed``, play ``actions`` until the episode ends, and record everything."""
+    """Reset to ``seed``, play ``actions`` until the episode ends, and record everything (``digests``:
+    hash the world afresh at the start and the end)."""
     obs, _ = env.reset(seed=seed, options=options)
-    initial = env.state().digest  # computed afresh, not reset's cached golden digest
+    initial = fresh_digest(env) if digests else ""
     observations, rewards = [obs], []
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -46,7 +61,7 @@ def rollout(
         rewards.append(reward)
         if terminated or truncated:
             break
-    return Rollout(seed, initial, env.state().digest, observations, rewards)
+    return Rollout(seed, initial, fresh_digest(env) if digests else "", observations, rewards)
 
 
 def first_difference(a: Rollout, b: Rollout) -> str | None:
@@ -66,6 +81,11 @@ def first_difference(a: Rollout, b: Rollout) -> str | None:
     return None
 
 
+NOT_CHECKED = "not checked: "
+"""The prefix of a check's answer when it could not judge (nothing to judge with), as opposed to a
+failure: reported as null, never as passed."""
+
+
 @dataclass
 class CheckReport:
     deterministic: bool = True
@@ -73,13 +93,18 @@ class CheckReport:
     reset_restores_initial: bool = True
     coverage: bool = True
     tasks_valid: bool = True
-    controls: dict[str, bool] = field(default_factory=dict)
+    incremental_digest: bool = True
+    rewind_order: bool | None = None
+    """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
+    controls: dict[str, bool | None] = field(default_factory=dict)
+    """Per control: proved (true), broken (false), or not checked (null: removing it changed nothing)."""
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
-        return all([*checks, self.tasks_valid, *self.controls.values()])
+        judged = [self.tasks_valid, self.incremental_digest, self.rewind_order is not False]
+        return all([*checks, *judged]) and all(ok is not False for ok in self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,16 +138,16 @@ def check_reset_restores(env: Environment, seed: int, script: Sequence[Action]) 
     """Mutate, reset, and the initial digest returns."""
     _, info = env.reset(seed=seed)
     initial = info["digest"]
-    if env.state().digest != initial:
+    if fresh_digest(env) != initial:
         return f"seed {seed}: starting the episode changed the world (reset's digest is not the state's)"
     for action in script:
         env.step(action)
-    mutated = env.state().digest
-    # Twice: reset hands back the old copy only after the new episode started, so a strategy that
-    # recycles used copies without resetting them serves the mutated one to the reset after next.
+    mutated = fresh_digest(env)
+    # Twice: a strategy that recycles used copies without resetting them serves a mutated one to a
+    # later reset, not necessarily the next one.
     for _ in range(2):
         env.reset(seed=seed)
-        again = env.state().digest  # the world itself, freshly hashed: a strategy that did not reset shows
+        again = fresh_digest(env)  # the world itself, freshly hashed: a strategy that did not reset shows
         if again != initial:
             return f"seed {seed}: digest after reset is {again[:12]}, initial was {str(initial)[:12]}"
     if mutated == initial and script:
@@ -138,12 +163,93 @@ def check_task(env: Environment, kind: str, seed: int, repeats: int) -> str | No
         script = env.adapter.reference_actions(env.task)
         if not script:
             return f"task {kind!r} (seed {seed}) has no reference script"
-        noop = rollout(env, seed=seed, actions=[script[-1]], options=options)
+        noop = rollout(env, seed=seed, actions=[script[-1]], options=options, digests=False)
         if sum(noop.rewards) != 0:
             return f"task {kind!r} (seed {seed}): doing nothing scores {noop.rewards}, expected 0"
-        ref = rollout(env, seed=seed, actions=script, options=options)
+        ref = rollout(env, seed=seed, actions=script, options=options, digests=False)
         if not ref.rewards or ref.rewards[-1] != 1.0:
             return f"task {kind!r} (seed {seed}): the reference scores {ref.rewards}, expected a final 1.0"
+    return None
+
+
+def check_incremental_digest(env: Environment, seed: int, script: Sequence[Action]) -> str | None:
+    """After every step the digest ``state()`` reports (updated from the previous one) equals a full
+    recompute from every row."""
+    env.reset(seed=seed)
+    for step, action in enumerate(script, 1):
+        _, _, terminated, truncated, _ = env.step(action)
+        quick = env.state().digest
+        full = env.digest_report(full=True).digest
+        if quick != full:
+            tool = action.get("tool")
+            return f"seed {seed}, step {step} ({tool}): updated digest {quick[:12]} != full {full[:12]}"
+        if terminated or truncated:
+            break
+    return None
+
+
+def _walk(
+    env: Environment,
+    seed: int,
+    steps: int,
+    actions: Sequence[Action] | None = None,
+    *,
+    avoid: Sequence[str] = (),
+) -> tuple[list[Action], list[JSON]]:
+    """Play a seeded random walk that never calls a tool in ``avoid`` (or replay ``actions``);
+    return the actions and the observations."""
+    rng, seen = random.Random(f"walk:{seed}"), set[str]()
+    played: list[Action] = []
+    observations: list[JSON] = []
+    for i in range(len(actions) if actions is not None else steps):
+        action = actions[i] if actions is not None else random_action(env.tools, rng, seen, avoid=avoid)
+        obs, _, terminated, truncated, _ = env.step(action)
+        harvest(obs, seen)
+        played.append(action)
+        observations.append(obs)
+        if terminated or truncated:
+            break
+    return played, observations
+
+
+def check_rewind_order(env: Environment, seed: int, *, steps: int = 16) -> str | None:
+    """The physical-order trap: a rewound world holds the same rows as a fresh clone, not in the same
+    physical order. Play one seeded walk on a fresh clone and again on a rewound world (after a
+    different, dirty episode); the observations must be equal. Returns None when they are, a message
+    naming the tool when they are not, and "not checked: ..." when the strategy does not rewind."""
+    strategy = env.strategy
+    if not isinstance(strategy, Rewinding):
+        return f"not checked: strategy {strategy.name} does not rewind worlds"
+    env.reset(seed=seed)  # builds the golden if needed
+    env.end_episode()
+    strategy.release(world_key(env.adapter.fingerprint(), seed))  # so the next copy is a fresh clone
+    _, info = env.reset(seed=seed)
+    if info["world"] == "rewound":
+        return "not checked: no fresh clone could be had"
+    reference = env.adapter.reference_actions(env.task)
+    ending = tuple(str(a["tool"]) for a in reference[-1:])  # the tool that ends an episode: not mid-walk
+    actions, fresh = _walk(env, seed, steps, avoid=ending)
+    env.reset(seed=seed)  # a different, dirty episode: the task's own writes, then another walk
+    try:
+        _walk(env, seed, 0, reference)
+        _walk(env, seed + 1, steps, avoid=ending)
+    except ResetNeeded:
+        pass  # the episode ended on the way
+    _, info = env.reset(seed=seed)
+    if info["world"] != "rewound":
+        return f"not checked: the world was not rewound ({strategy.stats.fallbacks or 'cloned instead'})"
+    _, rewound = _walk(env, seed, steps, actions)
+    for i, (a, b) in enumerate(zip(fresh, rewound, strict=False)):
+        if a != b:
+            tool = actions[i].get("tool")
+            return (
+                f"seed {seed}, step {i + 1}: {tool!r} answered differently on a rewound world than on "
+                f"a fresh clone:\n  fresh:   {canonical_json(a)[:300]}\n"
+                f"  rewound: {canonical_json(b)[:300]}\n"
+                "A rewound world holds the same rows in another physical order, so a query without a total "
+                "ORDER BY can answer differently. Give that query an ORDER BY on a unique key, or use the "
+                "clone strategy (strategy='template') for this adapter."
+            )
     return None
 
 
@@ -155,18 +261,18 @@ def probe_rollout(
     State must change only inside ``step``; a background job firing between steps shows up here.
     """
     obs, _ = env.reset(seed=seed, options=options)
-    initial = env.state().digest
+    initial = fresh_digest(env)
     observations, rewards, moved = [obs], [], False
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
         observations.append(obs)
         rewards.append(reward)
-        before = env.state().digest
+        before = fresh_digest(env)
         time.sleep(pause)
-        moved = moved or env.state().digest != before
+        moved = moved or fresh_digest(env) != before
         if terminated or truncated:
             break
-    return Rollout(seed, initial, env.state().digest, observations, rewards), moved
+    return Rollout(seed, initial, fresh_digest(env), observations, rewards), moved
 
 
 def check_controls(
@@ -205,8 +311,8 @@ def check_controls(
             diff_off, moved_off = twice(env_off, name)
         if diff_off is None and not moved_off:
             results[name] = (
-                f"with only {name!r} off, replays still match: the control does no work here, or the "
-                "probe task does not exercise it"
+                f"{NOT_CHECKED}with only {name!r} off, replays still match: the control does no work for "
+                "this environment, or its probe task (Adapter.probe_tasks) does not exercise it"
             )
         else:
             results[name] = None
@@ -245,21 +351,31 @@ def check_env(
         record("deterministic", check_deterministic(env, seed, base, repeats))
     record("seeds_differ", check_seeds_differ(env, seeds, base))
     record("reset_restores_initial", check_reset_restores(env, seeds[0], base))
+    record("incremental_digest", check_incremental_digest(env, seeds[0], base))
     for i, kind in enumerate(env.adapter.task_kinds()):
         record("tasks_valid", check_task(env, kind, seeds[i % len(seeds)], task_repeats))
+    order = check_rewind_order(env, seeds[0])
+    if order is None:
+        report.rewind_order = True
+    elif not order.startswith("not checked"):
+        record("rewind_order", order)
     return report
 
 
 __all__ = [
+    "NOT_CHECKED",
     "CheckReport",
     "Rollout",
     "check_controls",
     "check_deterministic",
     "check_env",
+    "check_incremental_digest",
     "check_reset_restores",
+    "check_rewind_order",
     "check_seeds_differ",
     "check_task",
     "first_difference",
+    "fresh_digest",
     "probe_rollout",
     "reference_script",
     "rollout",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,8 +18,10 @@ from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
 from statekit.errors import ConfigError
+from statekit.rollouts import Turn
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.memory import InMemory
+from statekit.strategies.rewinding import Rewinding
 
 TOOLS = [
     Tool(
@@ -42,8 +45,17 @@ TOOLS = [
 ]
 
 
+@dataclass(frozen=True)
+class LedgerTask(Task):
+    """A Task plus its hidden facts (never in an observation, never in the world)."""
+
+    facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
 class LedgerEpisode(Episode):
-    def __init__(self, store: dict[str, Any], task: Task) -> None:
+    task: LedgerTask
+
+    def __init__(self, store: dict[str, Any], task: LedgerTask) -> None:
         self.store = store
         self.task = task
         self.tools = TOOLS
@@ -69,20 +81,16 @@ class LedgerEpisode(Episode):
         return Outcome({"transfer": entry})
 
     def score(self) -> float:
-        hidden = self.store["accounts"]
-        facts = self.task_facts
-        return 1.0 if hidden[facts["target"]] == facts["expected"] else 0.0
-
-    @property
-    def task_facts(self) -> dict[str, Any]:
-        return self.store["_task"]
+        facts = self.task.facts
+        return 1.0 if self.store["accounts"][facts["target"]] == facts["expected"] else 0.0
 
 
 class LedgerAdapter(Adapter):
     """Worlds are dicts in an ``InMemory`` strategy; the digest covers accounts and the journal."""
 
     name = "ledger"
-    strategies = ("memory",)
+    strategies = ("memory", "rewind")
+    deterministic_start = True
 
     def __init__(self, accounts: int = 4) -> None:
         self.accounts = accounts
@@ -91,9 +99,9 @@ class LedgerAdapter(Adapter):
         return {"app": "ledger-1", "builder": "1", "accounts": str(self.accounts)}
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name != "memory":
-            raise ConfigError(f"ledger offers only the 'memory' strategy, not {name!r}")
-        return InMemory()
+        if name not in self.strategies:
+            raise ConfigError(f"ledger offers strategies {list(self.strategies)}, not {name!r}")
+        return InMemory() if name == "memory" else Rewinding(InMemory())
 
     def build_world(self, world: World, seed: int) -> None:
         rng = random.Random(seed)
@@ -109,26 +117,28 @@ class LedgerAdapter(Adapter):
             }
         ]
 
+    def check_options(self, options: dict[str, JSON]) -> None:
+        steps = options.get("max_steps", 8)
+        if isinstance(steps, bool) or not isinstance(steps, int | str) or not str(steps).isdigit():
+            raise ValueError(f"max_steps must be a positive integer, got {steps!r}")
+
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None
+        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
         store = world.handle
         if task is None:
             rng = random.Random(f"task:{seed}")
             source, target = rng.sample(sorted(store["accounts"]), 2)
             cents = rng.randrange(1, store["accounts"][source])
-            task = Task(
+            task = LedgerTask(
                 id=f"ledger-{seed}",
                 kind="transfer",
                 prompt=f"Move {cents} cents from {source} to {target}, then submit.",
                 max_steps=int(options.get("max_steps", 8)),
+                facts={"target": target, "expected": store["accounts"][target] + cents},
             )
-            store["_task"] = {
-                "source": source,
-                "target": target,
-                "cents": cents,
-                "expected": store["accounts"][target] + cents,
-            }
+        if not isinstance(task, LedgerTask):
+            raise ConfigError("a ledger episode needs a ledger task")
         return LedgerEpisode(store, task)
 
     def dump(self, world: World) -> StateDump:
@@ -144,7 +154,7 @@ class LedgerAdapter(Adapter):
             }
         )
 
-    def digest(self, world: World) -> Digest:
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
         return self.dump(world).digest()
 
     def task_kinds(self) -> list[str]:
@@ -157,3 +167,15 @@ class LedgerAdapter(Adapter):
 
     def declared_tools(self) -> list[Tool]:
         return list(TOOLS)
+
+
+def ledger_policy(turn: Turn) -> JSON:
+    """Solves the ledger's task from what it sees: look at the balances, make the transfer the prompt
+    asks for, submit. A pure function of the turn, so rollouts with it are reproducible anywhere."""
+    if not turn.actions:
+        return {"tool": "balances"}
+    if len(turn.actions) == 1:
+        prompt = str(turn.observations[0]["task"])
+        task = Task(id="", kind="transfer", prompt=prompt, max_steps=0)
+        return LedgerAdapter.reference_actions(LedgerAdapter(), task)[0]
+    return {"tool": "submit"}

@@ -2,7 +2,8 @@
 
 Each check takes a strategy and a *probe*: three functions that know the strategy's resource
 (build a world, change it, read it back). Run every check in ``STRATEGY_CHECKS`` against a fresh
-strategy; each raises AssertionError with a message on failure.
+strategy; each raises AssertionError with a message on failure. ``REWIND_CHECKS`` prove the optional
+rewind interface for strategies that offer it (one that cannot rewind must say so with RewindError).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from statekit.errors import ResetError
+from statekit.errors import ResetError, RewindError
 from statekit.strategies.base import ResetStrategy, World
 
 
@@ -110,4 +111,61 @@ STRATEGY_CHECKS: list[Callable[[ResetStrategy, Probe], None]] = [
     check_failed_build_leaves_nothing,
     check_capture_from_live_world,
     check_discard_is_idempotent,
+]
+
+
+def check_rewind_restores_the_golden(strategy: ResetStrategy, probe: Probe) -> None:
+    key = _key()
+    strategy.capture(key, probe.build)
+    world = strategy.restore(key)
+    try:
+        original = probe.read(world)
+        probe.mutate(world)
+        assert probe.read(world) != original, "the probe's mutation must change the world"
+        try:
+            strategy.rewind(world)
+        except RewindError as exc:
+            assert exc.reason, "a strategy that cannot rewind must say why"
+            return
+        assert probe.read(world) == original, "rewind must put the world back to its golden, in place"
+        probe.mutate(world)
+        strategy.rewind(world)
+        assert probe.read(world) == original, "a world must rewind again and again"
+    finally:
+        strategy.discard(world)
+        strategy.drop(key)
+
+
+def check_rewind_to_a_bookmark(strategy: ResetStrategy, probe: Probe) -> None:
+    key = _key()
+    strategy.capture(key, probe.build)
+    world = strategy.restore(key)
+    try:
+        original = probe.read(world)
+        probe.mutate(world)
+        try:
+            mark = strategy.mark(world)
+        except RewindError as exc:
+            assert exc.reason, "a strategy that cannot bookmark must say why"
+            return
+        marked = probe.read(world)
+        strategy.rewind(world)
+        assert probe.read(world) == original, "a world with a bookmark must still rewind to its golden"
+        strategy.rewind(world, mark)
+        assert probe.read(world) == marked, "rewind(to=mark) must restore the bookmarked state"
+        strategy.rewind(world)
+        probe.mutate(world)
+        strategy.rewind(world, mark)
+        assert probe.read(world) == marked, "a bookmark stays usable after rewinding past it and back"
+        strategy.forget(mark)
+        strategy.rewind(world)
+        assert probe.read(world) == original
+    finally:
+        strategy.discard(world)
+        strategy.drop(key)
+
+
+REWIND_CHECKS: list[Callable[[ResetStrategy, Probe], None]] = [
+    check_rewind_restores_the_golden,
+    check_rewind_to_a_bookmark,
 ]

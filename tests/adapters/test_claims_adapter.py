@@ -49,7 +49,7 @@ def test_digest_is_the_same_from_two_fresh_processes_and_differs_by_seed(tmp_pat
         assert run.returncode == 0, run.stderr
     first, second = (json.loads(r.stdout) for r in runs)
     assert first == second
-    assert first["format"] == 1 and len(first["digest"]) == 64
+    assert first["format"] == 2 and len(first["digest"]) == 64
     assert first["tables"]["claims"]["rows"] > 100
     other = _cli("digest", "claims_app", "--seed", "8", "--json", env={"STATEKIT_HOME": str(tmp_path / "a")})
     assert json.loads(other.stdout)["digest"] != first["digest"]
@@ -60,7 +60,7 @@ def test_a_new_model_column_makes_check_fail_naming_it(pg_url: str) -> None:
     assert run.returncode == 1, run.stderr
     report = json.loads(run.stdout)
     assert report["coverage"] is False
-    assert any("claims.risk_band" in problem for problem in report["problems"])
+    assert any("claims: risk_band" in problem for problem in report["problems"])
 
 
 @pytest.mark.parametrize("kind", ClaimsAdapter(scale=1).task_kinds())

@@ -31,7 +31,7 @@ def test_eviction_spares_live_episodes_and_pools_and_the_cli_reports_it(
     pg_url: str, pg_cluster: PostgresServer
 ) -> None:
     files = statekit_home() / "files" / "claims_app"
-    with statekit.make("claims_app", db_url=pg_url, prewarm=1) as a:
+    with statekit.make("claims_app", db_url=pg_url, strategy="template", prewarm=1) as a:
         _, first = a.reset(seed=20)
         golden = pg_cluster.database_size(f"skclaims_g_{a.cache.key(20)}")
         assert golden is not None and golden > 5 * MiB
@@ -39,7 +39,7 @@ def test_eviction_spares_live_episodes_and_pools_and_the_cli_reports_it(
         assert entry.size is not None and entry.size >= golden, "database plus uploads, measured"
         budget = entry.size + entry.size // 2  # room for one world besides whatever is leased
         a.step({"tool": "list_claims", "limit": 1})
-        with statekit.make("claims_app", db_url=pg_url, cache_bytes=budget) as b:
+        with statekit.make("claims_app", db_url=pg_url, strategy="template", cache_bytes=budget) as b:
             for seed in (21, 22, 24):  # a holder leases its current world and the one before
                 b.reset(seed=seed)
             assert b.cache.key(21) in b.cache.evicted, "the least recently used unleased world went"
@@ -70,3 +70,22 @@ def test_eviction_spares_live_episodes_and_pools_and_the_cli_reports_it(
             assert {20, 23} <= kept, "pinned and in-use worlds survive prune --all"
             assert _cli("pin", "claims_app", "23", "--unpin", "--db-url", pg_url).returncode == 0
     assert [n for n in os.listdir(files / "trash")] == [], "dropped goldens are deleted once unmounted"
+
+
+def test_a_parked_rewind_copy_leases_its_golden(pg_url: str) -> None:
+    """The rewind strategy parks used worlds for their seed: their goldens are leased (an overlay copy
+    reads its golden; eviction would leave it on disk, uncounted), and rewind and template share one
+    store, since they share the goldens."""
+    with statekit.make("claims_app", db_url=pg_url) as a:
+        a.reset(seed=30)
+        a.step({"tool": "list_claims", "limit": 1})
+        a.reset(seed=31)
+        a.reset(seed=32)  # leases: 32, the world before (31), and the parked copies' seeds
+        rewinding = a.strategy
+        assert isinstance(rewinding, statekit.Rewinding) and a.cache.key(30) in rewinding.parked_keys()
+        with statekit.make("claims_app", db_url=pg_url, strategy="template") as b:
+            assert b.cache.store == a.cache.store
+            evicted = b.cache.prune(0)
+            assert a.cache.key(30) not in evicted and b.strategy.has(a.cache.key(30))
+        _, info = a.reset(seed=30)
+        assert info["world"] == "rewound"

@@ -71,9 +71,9 @@ def test_episode_containers_are_pinned_and_offline(container_env: statekit.Envir
 
 def test_forks_and_unknown_strategies_are_clear_errors(container_env: statekit.Environment) -> None:
     container_env.reset(seed=7)
-    with pytest.raises(statekit.ConfigError, match="need the template strategy"):
+    with pytest.raises(statekit.ConfigError, match="need the template or rewind strategy"):
         container_env.restore(container_env.snapshot())
     with pytest.raises(
-        statekit.ConfigError, match=r"offers strategies \['template', 'container'\], not 'vm'"
+        statekit.ConfigError, match=r"offers strategies \['rewind', 'template', 'container'\], not 'vm'"
     ):
         statekit.make("claims_app", strategy="vm")

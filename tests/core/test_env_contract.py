@@ -105,17 +105,17 @@ class SeedIgnoringLedger(LedgerAdapter):
     def build_world(self, world: statekit.World, seed: int) -> None:
         world.handle.update(accounts={"alice": 5000, "bob": 5000}, journal=[])
 
-    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
-        return super().start_episode(world, seed=0, options=options, task=task)
+    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
+        return super().start_episode(world, seed=0, options=options, task=task, app=app)
 
 
 class ClockLeakingLedger(LedgerAdapter):
     """A deliberately broken adapter: its observation reads a clock statekit does not control."""
 
-    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
+    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
         import time
 
-        episode = super().start_episode(world, seed=seed, options=options, task=task)
+        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
         episode.observe = lambda: {"task": episode.task.prompt, "t": time.perf_counter_ns()}  # type: ignore[method-assign]
         return episode
 
@@ -139,7 +139,7 @@ def test_unknown_adapter_and_strategy_are_clear_errors() -> None:
         statekit.make("nope")
     with pytest.raises(ConfigError, match=r"cannot import adapter module 'no_such_pkg.mod'"):
         statekit.make("no_such_pkg.mod:Thing")
-    with pytest.raises(ConfigError, match="offers strategies \\['memory'\\], not 'container'"):
+    with pytest.raises(ConfigError, match="offers strategies \\['memory', 'rewind'\\], not 'container'"):
         statekit.make(LedgerAdapter, strategy="container")
 
 
@@ -173,8 +173,8 @@ def test_checker_catches_a_strategy_that_does_not_reset() -> None:
 class BrokenLedger(LedgerAdapter):
     """The application raises inside a tool call (a crashed dependency, a bug)."""
 
-    def start_episode(self, world, *, seed, options, task):  # type: ignore[no-untyped-def]
-        episode = super().start_episode(world, seed=seed, options=options, task=task)
+    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
+        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
 
         def call(tool: str, arguments: dict) -> statekit.Outcome:  # type: ignore[type-arg]
             raise RuntimeError("database connection lost")
@@ -241,3 +241,18 @@ def test_a_closed_environment_refuses_everything_and_creates_nothing() -> None:
         assert strategy.live_count == 0, f"{name} after close restored a copy"
         assert strategy._goldens == goldens, f"{name} after close built a golden"
     env.close()  # still safe twice
+
+
+def test_a_refused_reset_to_the_live_worlds_seed_keeps_the_episode_under_rewind() -> None:
+    """With ``rewind`` a reset to the same seed reuses the live world, so the adapter's check_options
+    refuses bad options before the episode ends."""
+    with statekit.make(LedgerAdapter, strategy="rewind") as env:
+        env.reset(seed=5)
+        world = env.world.id
+        env.step({"tool": "balances"})
+        before = env.state()
+        with pytest.raises(ValueError, match="max_steps"):
+            env.reset(seed=5, options={"max_steps": "lots"})
+        assert env.state() == before and env.world.id == world
+        _, info = env.reset(seed=5)
+        assert (env.world.id, info["world"]) == (world, "rewound"), "a good reset still rewinds in place"

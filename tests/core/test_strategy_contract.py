@@ -13,7 +13,8 @@ from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.memory import InMemory
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
-from statekit.testing.strategies import STRATEGY_CHECKS, Probe
+from statekit.strategies.rewinding import Rewinding
+from statekit.testing.strategies import REWIND_CHECKS, STRATEGY_CHECKS, Probe
 
 
 def _sql(world: World, statement: str) -> list[tuple[object, ...]]:
@@ -46,10 +47,20 @@ def _prewarmed(server: PostgresServer) -> ResetStrategy:
     return Prewarmed(PostgresTemplate(server, prefix="skp"), depth=2)
 
 
+def _rewinding_memory(_: PostgresServer) -> ResetStrategy:
+    return Rewinding(InMemory())
+
+
+def _rewinding_template(server: PostgresServer) -> ResetStrategy:
+    return Rewinding(PostgresTemplate(server, prefix="skr"), max_parked=1)
+
+
 FACTORIES: dict[str, tuple[Callable[[PostgresServer], ResetStrategy], Probe]] = {
     "memory": (_memory, MEMORY_PROBE),
     "template": (_template, PG_PROBE),
     "prewarmed-template": (_prewarmed, PG_PROBE),
+    "rewind-memory": (_rewinding_memory, MEMORY_PROBE),
+    "rewind-template": (_rewinding_template, PG_PROBE),
 }
 
 
@@ -64,7 +75,9 @@ def strategy_and_probe(
     strategy.close()  # close() is safe twice
 
 
-@pytest.mark.parametrize("check", STRATEGY_CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+@pytest.mark.parametrize(
+    "check", [*STRATEGY_CHECKS, *REWIND_CHECKS], ids=lambda c: c.__name__.removeprefix("check_")
+)
 def test_strategy_contract(
     check: Callable[[ResetStrategy, Probe], None], strategy_and_probe: tuple[ResetStrategy, Probe]
 ) -> None:

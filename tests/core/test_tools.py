@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from statekit.contract import Tool
 from statekit.errors import ActionError
-from statekit.tools import MAX_ACTION_DEPTH, parse_action
+from statekit.tools import MAX_ACTION_DEPTH, parse_action, transportable
 
 TOOL = Tool(
     "pick",
@@ -80,3 +82,20 @@ def test_error_messages_stay_short() -> None:
     with pytest.raises(ActionError) as refused:
         _parse(ref="R-" + "9" * 100_000)
     assert len(str(refused.value)) < 1_000
+
+
+@pytest.mark.parametrize("outer", ["object", "array"])
+def test_a_hostile_nesting_has_a_picklable_stand_in_refused_the_same_way(outer: str) -> None:
+    """Harness workers receive actions pickled; 20,000 levels cannot be pickled, the stand-in can."""
+    deep: object = []
+    for _ in range(20_000):
+        deep = [deep]
+    action = {"tool": "t", "x": deep} if outer == "object" else deep
+    with pytest.raises(ActionError) as original:
+        parse_action(action, [])
+    stand_in = pickle.loads(pickle.dumps(transportable(action)))
+    with pytest.raises(ActionError) as refused:
+        parse_action(stand_in, [])
+    assert (refused.value.code, str(refused.value)) == (original.value.code, str(original.value))
+    flat = {"tool": "t", "x": [[1]]}
+    assert transportable(flat) is flat

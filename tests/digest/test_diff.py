@@ -60,7 +60,8 @@ def _world(server: PostgresServer, name: str, *statements: str) -> str:
     url = server.create_database(name)
     with psycopg.connect(to_conninfo(url), autocommit=True) as conn:
         conn.execute(
-            "CREATE TABLE items (id serial PRIMARY KEY, sku text UNIQUE, name text, price numeric(8,2))"
+            "CREATE TABLE items (id serial PRIMARY KEY, sku text NOT NULL UNIQUE, name text,"
+            " price numeric(8,2))"
         )
         conn.execute("CREATE TABLE tags (id serial PRIMARY KEY, label text, weight numeric(6,2))")
         conn.execute(
@@ -99,7 +100,13 @@ def test_diff_names_exactly_one_cell_one_added_and_one_removed_row(
                 "removed": [{"key": ["a"], "row": {"name": "apple", "price": "1.00", "sku": "a"}}],
                 "changed": [{"key": ["b"], "columns": {"price": ["2.00", "2.50"]}}],
                 "only_in": None,
-            }
+            },
+            "sequences:public": {  # the insert drew an id: the next row's id moved too
+                "added": [],
+                "removed": [],
+                "changed": [{"key": ["items_id_seq"], "columns": {"last_value": [3, 4]}}],
+                "only_in": None,
+            },
         },
     }
     human = _cli("diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"))

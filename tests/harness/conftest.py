@@ -1,8 +1,11 @@
 """Servers for the harness tests: real uvicorn on 127.0.0.1 with OS-chosen ports.
 
-The claims harness runs as the real ``statekit serve`` command in a subprocess, once per test
-session. It has to be a separate process anyway: the claims adapter replays vendor traffic by
-patching httpx process-wide during a step, which would also catch this process's own HTTP calls.
+Every server runs twice: sessions in the serving process (``workers=0``) and in two worker
+processes (``workers=2``, what ``statekit serve`` does on a 2-core machine), so each test below
+proves the HTTP and ``/ws`` contract holds both ways. The claims harness runs as the real
+``statekit serve`` command in a subprocess, once per test session and mode. It has to be a
+separate process anyway: the claims adapter replays vendor traffic by patching httpx process-wide
+during a step, which would also catch this process's own HTTP calls.
 The ledger harness (no database, no replay) runs in-process on a ``ThreadedServer``.
 """
 
@@ -29,13 +32,24 @@ from .helpers import LEDGER, Trace, play
 REPO = Path(__file__).resolve().parents[2]
 
 
+MODES = [0, 2]
+MODE_IDS = ["in-process", "2-workers"]
+
+
+@pytest.fixture(params=MODES, ids=MODE_IDS)
+def workers(request: pytest.FixtureRequest) -> int:
+    """How many worker processes the harness under test runs sessions in (0: its own process)."""
+    return int(request.param)
+
+
 @pytest.fixture
-def serve_app() -> Iterator[Callable[..., str]]:
+def serve_app(workers: int) -> Iterator[Callable[..., str]]:
     """Start ``create_app(HarnessConfig(...))`` on loopback; returns its URL. Stopped after the test."""
     servers: list[ThreadedServer] = []
 
     def start(adapter: str = LEDGER, **config: Any) -> str:
-        server = ThreadedServer(create_app(HarnessConfig(adapter, **config))).start()
+        config.setdefault("workers", workers)
+        server = ThreadedServer(create_app(HarnessConfig(adapter, **config))).start(timeout=120)
         servers.append(server)
         return server.url
 
@@ -62,9 +76,9 @@ def _read_url(proc: subprocess.Popen[str], lines: list[str]) -> str:
     return url
 
 
-@pytest.fixture(scope="session")
-def claims_server(pg_url: str) -> Iterator[str]:
-    """``statekit serve claims_app --db-url ... --port 0`` as a subprocess; yields its URL."""
+@pytest.fixture(scope="session", params=MODES, ids=MODE_IDS)
+def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """``statekit serve claims_app --db-url ... --port 0 --workers N`` as a subprocess; yields its URL."""
     proc = subprocess.Popen(
         [
             str(Path(sys.executable).with_name("statekit")),
@@ -74,6 +88,8 @@ def claims_server(pg_url: str) -> Iterator[str]:
             pg_url,
             "--port",
             "0",
+            "--workers",
+            str(request.param),
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,

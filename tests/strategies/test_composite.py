@@ -19,7 +19,7 @@ from statekit.strategies.composite import Composite
 from statekit.strategies.cow_fs import CowFilesystem, mounts_under
 from statekit.strategies.memory import InMemory
 from statekit.strategies.pg_template import PostgresTemplate
-from statekit.testing.strategies import STRATEGY_CHECKS, Probe
+from statekit.testing.strategies import REWIND_CHECKS, STRATEGY_CHECKS, Probe
 from tests.strategies.conftest import make_cow
 
 
@@ -61,7 +61,9 @@ def parts(pg_cluster: PostgresServer, tmp_path: Path) -> Iterator[tuple[Postgres
     assert pg_cluster.databases("skcmp_b_") == [], "a build database was left behind"
 
 
-@pytest.mark.parametrize("check", STRATEGY_CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+@pytest.mark.parametrize(
+    "check", [*STRATEGY_CHECKS, *REWIND_CHECKS], ids=lambda c: c.__name__.removeprefix("check_")
+)
 def test_contract(
     check: Callable[[ResetStrategy, Probe], None], parts: tuple[PostgresTemplate, CowFilesystem]
 ) -> None:

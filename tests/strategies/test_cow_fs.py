@@ -17,7 +17,7 @@ from statekit.errors import ConfigError, ResetError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.cow_fs import CowFilesystem, filesystem_type, mounts_under
 from statekit.strategies.prewarmed import Prewarmed
-from statekit.testing.strategies import STRATEGY_CHECKS, Probe
+from statekit.testing.strategies import REWIND_CHECKS, STRATEGY_CHECKS, Probe
 from tests.strategies.conftest import CASES, case_id, make_cow, unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +39,10 @@ def _mutate(world: World) -> None:
     (root / "sub" / "b.bin").unlink()  # on overlay this is a whiteout over the golden's file
     (root / "new").mkdir()
     (root / "new" / "c.txt").write_text("gamma\n")
+    (root / "link").unlink()
+    (root / "link").symlink_to("sub")  # same path, another target
+    (root / "a.txt").chmod(0o600)
+    (root / "empty").rmdir()
 
 
 FILES_PROBE = Probe(build=_build, mutate=_mutate, read=lambda w: list(file_rows(w.location)))
@@ -47,7 +51,9 @@ cases = pytest.mark.parametrize(("fs_root", "method"), CASES, indirect=["fs_root
 
 
 @cases
-@pytest.mark.parametrize("check", STRATEGY_CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+@pytest.mark.parametrize(
+    "check", [*STRATEGY_CHECKS, *REWIND_CHECKS], ids=lambda c: c.__name__.removeprefix("check_")
+)
 def test_contract(check: Callable[[ResetStrategy, Probe], None], fs_root: Path, method: str) -> None:
     strategy = make_cow(fs_root, method)
     assert strategy.name == f"cow({method})"

@@ -1,0 +1,57 @@
+"""The container layer's image: the local base image plus the runner, built offline, tagged by content.
+
+``images/code-env.Dockerfile`` adds an unprivileged ``sandbox`` user and ``/opt/statekit/runner.py``
+to ``statekit/base:bookworm`` (built by ``scripts/build-base-image.sh`` with debootstrap: no registry
+is ever contacted). The tag is a hash of the base image id, the Dockerfile and the runner, so the image
+is rebuilt exactly when one of them changes; callers pin the resulting image *id*.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from adapters.code_env.sandbox import runner
+from statekit import ConfigError
+
+ROOT = Path(__file__).resolve().parents[3]
+BASE_IMAGE = "statekit/base:bookworm"
+REPOSITORY = "statekit/code-env"
+DOCKERFILE = ROOT / "images" / "code-env.Dockerfile"
+RUNNER = Path(runner.__file__)
+
+
+def content_hash(base_id: str) -> str:
+    h = hashlib.sha256(base_id.encode())
+    for path in (DOCKERFILE, RUNNER):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def ensure_image(client: Any) -> str:
+    """The id of the sandbox image, building it first if its content changed."""
+    try:
+        base = client.images.get(BASE_IMAGE)
+    except Exception as exc:
+        raise ConfigError(
+            f"base image {BASE_IMAGE} is missing: run scripts/build-base-image.sh as root"
+        ) from exc
+    tag = f"{REPOSITORY}:{content_hash(str(base.id))}"
+    try:
+        return str(client.images.get(tag).id)
+    except Exception:
+        pass
+    with tempfile.TemporaryDirectory(prefix="statekit-code-env-image-") as tmp:
+        shutil.copy(DOCKERFILE, Path(tmp) / "Dockerfile")
+        shutil.copy(RUNNER, Path(tmp) / "runner.py")
+        try:
+            image, _ = client.images.build(
+                path=tmp, tag=tag, rm=True, forcerm=True, pull=False, buildargs={"BASE": str(base.id)}
+            )
+        except Exception as exc:
+            raise ConfigError(f"building {tag} failed: {exc}") from exc
+    return str(image.id)

@@ -1,0 +1,2 @@
+def chunk(xs, size):
+    raise NotImplementedError

@@ -1,0 +1,12 @@
+class LRUCache:
+    def __init__(self, capacity):
+        raise NotImplementedError
+
+    def get(self, key):
+        raise NotImplementedError
+
+    def put(self, key, value):
+        raise NotImplementedError
+
+    def __len__(self):
+        raise NotImplementedError

@@ -1,0 +1,11 @@
+from words import SMALL_WORDS
+
+
+def title_case(text):
+    out = []
+    for i, word in enumerate(text.split(" ")):
+        if i > 0 and word.lower() in SMALL_WORDS:
+            out.append(word.lower())
+        else:
+            out.append(word[:1].upper() + word[1:].lower())
+    return " ".join(out)

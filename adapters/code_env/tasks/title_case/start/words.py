@@ -1,0 +1,1 @@
+SMALL_WORDS = {"a", "an", "the", "of", "and", "in", "on"}

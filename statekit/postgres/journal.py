@@ -1,0 +1,393 @@
+"""The change journal of a PostgreSQL world: rewind, bookmarks and incremental digests in O(changes).
+
+``install(conninfo)`` puts capture on every table of a golden before it is published (see
+``journal_sql`` for what is installed and why), so every clone starts with an empty journal. A
+``Journal`` is statekit's own connection to one world plus the world's *path*: the journal entries
+(closed ``seq`` ranges) that lead from the golden to the current state. A bookmark (``Mark``) is a
+path plus the sequence positions at that moment; moving the world to another path applies the
+entries on the target path only forwards and those on the current path only backwards, as one net
+multiset of row images per table (``_statekit.move``). Entries are kept while bookmarks may need
+them, so a bookmark taken before an earlier one was restored still works (the paths form a tree).
+
+Nothing of the application's connections survives a move or a mark: every other backend connected
+to the world is terminated first (``pg_terminate_backend`` waits for it), which ends its open
+transactions, prepared statements, temporary tables, advisory locks and session settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
+
+from statekit.errors import RewindError
+from statekit.postgres import journal_sql as q
+from statekit.postgres.server import tuples
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BOUND = 200_000
+"""Row changes a world's journal may hold before the world is discarded instead of rewound."""
+
+Ranges = tuple[tuple[int, int], ...]
+"""Closed, sorted, disjoint ranges of journal ``seq`` numbers."""
+OPEN_END = 2**62
+"""The last possible ``seq``: the current path ends at it until a cut closes it."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A point on a world's journal: the entries from the golden to it, and the snapshot it was read in
+    (a transaction still open at a cut may commit entries numbered inside it later)."""
+
+    generation: int
+    path: Ranges
+    snapshot: str = ""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A bookmark: a quiet cut plus every sequence's position then."""
+
+    cut: Cut
+    sequences: dict[str, list[Any]]
+
+
+def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
+    """Install (or reinstall, emptying it) the journal in one database; None, or why it cannot be.
+
+    Needs a superuser: event triggers and ``session_replication_role`` are superuser-only.
+    """
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+        if not row or not row[0]:
+            return "the journal needs a superuser connection (event triggers, session_replication_role)"
+        with conn.transaction():
+            conn.execute(q.BASE)
+            tables = conn.execute(q.TABLES).fetchall()
+            for oid, name, relkind, is_partition, key, cols, overriding in tables:
+                if relkind == "r":  # rows live here (partitions included): undo and TRUNCATE capture
+                    undo = f"undo_{oid}"
+                    conn.execute(q.undo_function(undo, name, oid, key, list(cols or []), overriding))
+                    conn.execute(
+                        "INSERT INTO _statekit.tables (rel, key, cols, overriding, undo) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        (oid, key, list(cols or []), overriding, undo),
+                    )
+                    conn.execute(q.truncate_trigger(name))
+                if not is_partition:
+                    conn.execute(q.row_trigger(name))
+            for oid, name in conn.execute(q.SEQUENCES).fetchall():
+                value, called = conn.execute(
+                    sql.SQL("SELECT last_value, is_called FROM {}").format(sql.SQL(name))
+                ).fetchone() or (1, False)
+                conn.execute("INSERT INTO _statekit.sequences VALUES (%s, %s, %s)", (oid, value, called))
+            dirty = None
+            always = [r[0] for r in conn.execute(q.ALWAYS_TRIGGERS).fetchall()]
+            if always:
+                dirty = f"triggers enabled ALWAYS would fire during a rewind: {', '.join(always)}"
+            if conn.execute("SELECT EXISTS (SELECT 1 FROM pg_largeobject_metadata)").fetchone()[0]:  # type: ignore[index]
+                dirty = "the world holds large objects, which the journal cannot capture"
+            conn.execute(
+                "INSERT INTO _statekit.meta (version, bound, dirty) VALUES (%s, %s, %s)",
+                (q.VERSION, bound, dirty),
+            )
+            conn.execute(q.EVENT_TRIGGERS)
+    return None
+
+
+def _minus(a: Ranges, b: Ranges) -> Ranges:
+    """``a`` without ``b``."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in a:
+        pieces = [(lo, hi)]
+        for blo, bhi in b:
+            next_pieces = []
+            for plo, phi in pieces:
+                if bhi < plo or blo > phi:
+                    next_pieces.append((plo, phi))
+                    continue
+                if plo < blo:
+                    next_pieces.append((plo, blo - 1))
+                if bhi < phi:
+                    next_pieces.append((bhi + 1, phi))
+            pieces = next_pieces
+        out.extend(pieces)
+    return tuple(sorted(out))
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    out = [
+        (max(alo, blo), min(ahi, bhi)) for alo, ahi in a for blo, bhi in b if max(alo, blo) <= min(ahi, bhi)
+    ]
+    return tuple(sorted(out))
+
+
+_SNAPSHOT = sql.SQL("coalesce(nullif(%(snap)s, '')::pg_snapshot, pg_current_snapshot())")
+"""The old cut's snapshot; a cut without one (a quiet mark) saw every committed entry."""
+
+
+def multirange(ranges: Sequence[tuple[int, int]]) -> str:
+    """An ``int8multirange`` literal."""
+    return "{" + ",".join(f"[{lo},{hi}]" for lo, hi in ranges) + "}"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Entries between two cuts: ``fwd`` to apply as recorded, ``back`` to apply in reverse, and
+    ``late``: entries inside the old cut's path that were invisible in its snapshot (count them now)."""
+
+    fwd: Ranges
+    back: Ranges
+    late: Ranges
+    old_snapshot: str
+
+
+def delta(old: Cut, new: Cut) -> Delta | None:
+    """How to get from ``old`` to ``new``; None when the journal was emptied in between."""
+    if old.generation != new.generation and old.path:
+        return None
+    if old.generation != new.generation:
+        return Delta(new.path, (), (), "")
+    return Delta(
+        fwd=_minus(new.path, old.path),
+        back=_minus(old.path, new.path),
+        late=_intersect(old.path, new.path) if old.snapshot else (),
+        old_snapshot=old.snapshot,
+    )
+
+
+class Journal:
+    """statekit's own connection to one world, and that world's place on its journal.
+
+    Not shared between threads at the same time (an internal lock serialises calls). The connection
+    opens lazily and ``close()`` releases it; ``move`` never terminates it.
+    """
+
+    def __init__(self, conninfo: str, *, bound: int = DEFAULT_BOUND) -> None:
+        self.conninfo = conninfo
+        self.bound = bound
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+        self.generation = 0
+        self._base: Ranges = ()
+        self._open_from = 1
+        self._available: str | bool | None = True  # True: not known yet; None: available; str: why not
+
+    # -- connection -------------------------------------------------------------------------------
+    def connection(self) -> psycopg.Connection[Any]:
+        """The open connection (autocommit; stable output settings; JSON numbers as Decimal)."""
+        if self._conn is None or self._conn.closed:
+            conn = psycopg.connect(self.conninfo, autocommit=True, application_name="statekit")
+            set_json_loads(lambda text: json.loads(text, parse_float=Decimal), conn)
+            conn.execute(f"{q.SESSION_IO}; {q.REPLICA}")
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # for reads: their BEGIN says so
+            conn.read_only = True  # (moves and marks run outside transactions, in autocommit)
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            conn.close()
+
+    def unavailable(self) -> str | None:
+        """Why this world has no usable journal (None when it has one). Asked once per world, which
+        is also when this copy's bound is set (a golden may have been built under another)."""
+        with self._lock:
+            if self._available is True:
+                conn = self.connection()
+                row = conn.execute("SELECT to_regclass('_statekit.meta') IS NOT NULL").fetchone()
+                self._available = None if row and row[0] else "no journal is installed in this world"
+                if self._available is None:
+                    conn.execute("UPDATE _statekit.meta SET bound = %s WHERE bound <> %s", [self.bound] * 2)
+            return self._available if isinstance(self._available, str) else None
+
+    # -- where the world is ---------------------------------------------------------------------
+    def dirty(self) -> str | None:
+        """Why the journal no longer describes the world (DDL, overflow, ...), or None."""
+        missing = self.unavailable()
+        if missing:
+            return missing
+        row = self.connection().execute("SELECT dirty FROM _statekit.meta").fetchone()
+        return str(row[0]) if row and row[0] else None
+
+    def _path_to(self, next_seq: int) -> Ranges:
+        if next_seq > self._open_from:
+            return (*self._base, (self._open_from, next_seq - 1))
+        return self._base
+
+    def cut(self, conn: psycopg.Connection[Any] | None = None) -> Cut:
+        """The current cut, read on ``conn`` (inside the caller's transaction) or the own connection."""
+        conn = conn or self.connection()
+        (row,) = tuples(
+            conn,
+            "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END, pg_current_snapshot()::text "
+            "FROM _statekit.journal_seq_seq",
+        )
+        return Cut(self.generation, self._path_to(int(row[0])), str(row[1]))
+
+    @contextmanager
+    def reading(self) -> Iterator[tuple[psycopg.Connection[Any], Cut]]:
+        """A consistent read of the world (REPEATABLE READ, read only) with the cut it sees."""
+        with self._lock:
+            conn = self.connection()
+            with conn.transaction():  # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
+                yield conn, self.cut(conn)
+
+    # -- marks and moves ------------------------------------------------------------------------
+    def mark(self) -> Mark:
+        """A bookmark of the world as it is now. The application's connections are ended first so no
+        transaction straddles the mark."""
+        with self._lock:
+            reason = self.dirty()
+            if reason:
+                raise RewindError(reason)
+            row = self._call(
+                "SELECT _statekit.sequence_positions(), "
+                "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+                "FROM _statekit.journal_seq_seq)",
+                (),
+            )
+            return Mark(Cut(self.generation, self._path_to(int(row[1]))), dict(row[0]))
+
+    def _call(self, query: str, params: Sequence[Any]) -> tuple[Any, ...]:
+        """Run one of the journal's functions: prepared transactions left in the world are rolled back
+        (then it runs again), a tainted journal is a RewindError with its reason, any other failure too."""
+        conn = self.connection()
+        for attempt in (1, 2):
+            try:
+                row = conn.execute(query, params).fetchone()
+                assert row is not None
+                return tuple(row)
+            except psycopg.Error as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                if "statekit-prepared" in message and attempt == 1:
+                    self._rollback_prepared(conn)
+                    continue
+                if "statekit-dirty: " in message:
+                    raise RewindError(message.split("statekit-dirty: ", 1)[1]) from exc
+                raise RewindError(f"the journal failed: {message}") from exc
+        raise AssertionError("unreachable")
+
+    def move(self, to: Mark | None, *, reset: bool = False) -> int:
+        """Put the world at ``to`` (None: the golden). ``reset`` (only with ``to=None``) also empties the
+        journal: allowed when no bookmark on this world is still wanted. Returns rows moved.
+
+        Raises RewindError when the journal cannot express what happened (the world must then be
+        discarded); the world is unchanged by a failed move (one transaction) except that the
+        application's connections are gone.
+        """
+        if reset and to is not None:
+            raise ValueError("reset empties the journal: only a move to the golden may do it")
+        with self._lock:
+            missing = self.unavailable()
+            if missing:
+                raise RewindError(missing)
+            target: Ranges = () if to is None else to.cut.path
+            if to is not None and to.cut.generation != self.generation:
+                raise RewindError("the bookmark is older than the journal (it was emptied since)")
+            current = (*self._base, (self._open_from, OPEN_END))  # no need to ask where it ends
+            fwd, back = _minus(target, current), _minus(current, target)
+            seqs = json.dumps(to.sequences if to is not None else {})
+            row = self._call(
+                "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s), "
+                "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+                "FROM _statekit.journal_seq_seq)",
+                (multirange(fwd), multirange(back), seqs, reset),
+            )
+            if reset:
+                self.generation += 1
+                self._base, self._open_from = (), 1
+            else:
+                self._base, self._open_from = target, int(row[1])
+            return int(row[0])
+
+    @staticmethod
+    def _rollback_prepared(conn: psycopg.Connection[Any]) -> None:
+        """Prepared transactions outlive their connection: roll back this world's own."""
+        gids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+            ).fetchall()
+        ]
+        for gid in gids:
+            log.warning("rolling back prepared transaction %r left in a world", gid)
+            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+
+    # -- reading changes --------------------------------------------------------------------------
+    @staticmethod
+    def relations(conn: psycopg.Connection[Any], schema: str) -> dict[str, dict[int, str]]:
+        """``{table: {oid: qualified name}}`` for the tables of ``schema``: a table's own oid, or for a
+        partitioned table those of its partitions (where its rows, and their journal entries, live)."""
+        rows = tuples(
+            conn,
+            "SELECT c.relname, p.relid::oid, p.relid::regclass::text "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "CROSS JOIN LATERAL (SELECT c.oid AS relid WHERE c.relkind = 'r' "
+            "  UNION ALL SELECT t.relid FROM pg_partition_tree(c.oid) t "
+            "  JOIN pg_class k ON k.oid = t.relid WHERE c.relkind = 'p' AND k.relkind = 'r') p "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
+            (schema,),
+        )
+        out: dict[str, dict[int, str]] = {}
+        for name, oid, qualified in rows:
+            out.setdefault(str(name), {})[int(oid)] = str(qualified)
+        return out
+
+    @staticmethod
+    def touched(conn: psycopg.Connection[Any], d: Delta) -> set[int]:
+        """Relations with an entry in ``d``."""
+        rows = tuples(
+            conn,
+            "SELECT DISTINCT rel FROM _statekit.journal WHERE seq <@ %s::int8multirange "
+            "OR seq <@ %s::int8multirange OR (seq <@ %s::int8multirange "
+            "AND NOT pg_visible_in_snapshot(xid, %s::pg_snapshot))",
+            (multirange(d.fwd), multirange(d.back), multirange(d.late), d.old_snapshot or "1:1:"),
+        )
+        return {int(r[0]) for r in rows}
+
+    @staticmethod
+    def changed_rows(
+        conn: psycopg.Connection[Any], d: Delta, rel: int, table: str, columns: Sequence[str]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(sign, row)`` for each entry of ``rel`` in ``d``: +1 rows to add to a digest, -1 to remove.
+
+        Rows are decoded through the table's own row type (``table``: its qualified, quoted name as
+        ``Journal.relations`` gives it), so they carry exactly the values a full read would.
+        """
+        picked = sql.SQL(", ").join(
+            sql.SQL("(x.r).{} AS {}").format(sql.Identifier(c), sql.Identifier(c)) for c in columns
+        )
+        query = sql.SQL(
+            "SELECT CASE WHEN j.seq <@ %(back)s::int8multirange THEN -j.sign ELSE j.sign END "
+            "AS statekit_sign, "
+            "{picked} FROM _statekit.journal j "
+            "CROSS JOIN LATERAL (SELECT j.img::{table} AS r OFFSET 0) x "
+            "WHERE j.rel = %(rel)s AND (j.seq <@ %(fwd)s::int8multirange "
+            "OR (j.seq <@ %(back)s::int8multirange AND pg_visible_in_snapshot(j.xid, {snap})) "
+            "OR (j.seq <@ %(late)s::int8multirange AND NOT pg_visible_in_snapshot(j.xid, {snap})))"
+        ).format(picked=picked, table=sql.SQL(table), snap=_SNAPSHOT)
+        params = {
+            "back": multirange(d.back),
+            "fwd": multirange(d.fwd),
+            "late": multirange(d.late),
+            "rel": rel,
+            "snap": d.old_snapshot,
+        }
+        with conn.cursor(row_factory=dict_row) as cur:
+            for row in cur.execute(query, params):
+                sign = int(row.pop("statekit_sign"))
+                yield sign, row

@@ -1,0 +1,120 @@
+"""The adapter kit's base for the common case: an application whose state is one PostgreSQL database
+plus some directories.
+
+A subclass names its digest spec and writes what only it can know: how to build a world for a seed
+(``build_world``), how to start an episode on one (``start_episode``: tools, task, verifier), and,
+optionally, what to keep warm per world (``attach``). Everything else comes from the spec:
+
+- strategies ``rewind`` (the default: worlds rewound in place from their change journal) and
+  ``template`` (a clone per episode): the database by ``PostgresTemplate``, each of the spec's
+  ``[directories]`` by a ``CowFilesystem`` under ``$STATEKIT_HOME/files/<adapter>/<directory>``,
+  reset together by a ``Composite``;
+- the digest (incremental through the journal and the overlay upper dirs), the dump, the live
+  schema and the coverage check.
+
+Inside ``build_world`` and ``start_episode`` reach the world's parts with ``self.database_url(world)``
+(a SQLAlchemy URL), ``self.conninfo(world)`` (psycopg) and ``self.directory(world, name)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from statekit.adapter import Adapter
+from statekit.digest.compute import Digest, merge
+from statekit.digest.coverage import coverage_problems, live_columns
+from statekit.digest.dump import StateDump
+from statekit.digest.files import TABLE_PREFIX, directory_digest, file_dump
+from statekit.digest.postgres import connect, postgres_digest, postgres_dump
+from statekit.digest.spec import DigestSpec
+from statekit.errors import ConfigError
+from statekit.home import statekit_home
+from statekit.postgres import ServerLease
+from statekit.postgres.journal import DEFAULT_BOUND, Journal
+from statekit.postgres.server import to_conninfo
+from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.composite import Composite
+from statekit.strategies.cow_fs import CowCopy, CowFilesystem
+from statekit.strategies.pg_template import PostgresTemplate
+from statekit.strategies.rewinding import Rewinding
+
+DATABASE = "db"
+"""The name of the database part of a world (``world.handle[DATABASE]``)."""
+
+
+class SqlAdapter(Adapter):
+    """A PostgreSQL database plus the spec's directories; subclasses set ``name`` and ``spec``."""
+
+    strategies: tuple[str, ...] = ("rewind", "template")
+    spec: DigestSpec
+    journal_bound: int = DEFAULT_BOUND
+    """Row changes an episode may make and still be rewound (beyond it: a clone instead)."""
+
+    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
+        if name not in ("rewind", "template"):
+            raise ConfigError(
+                f"adapter {self.name!r} offers strategies {list(self.strategies)}, not {name!r}"
+            )
+        lease = ServerLease(options.get("db_url"))
+        parts: dict[str, ResetStrategy] = {
+            DATABASE: PostgresTemplate(
+                lease.server, prefix=f"sk{self.name}", on_close=lease.close, journal_bound=self.journal_bound
+            )
+        }
+        for directory in self.spec.directories or {}:
+            parts[directory] = CowFilesystem(statekit_home() / "files" / self.name / directory)
+        world = Composite(parts)
+        return Rewinding(world) if name == "rewind" else world
+
+    # -- a world's parts --------------------------------------------------------------------------
+    @staticmethod
+    def database_url(world: World) -> str:
+        """The world database's SQLAlchemy URL (``postgresql+psycopg://...``)."""
+        return str(world.handle[DATABASE].location)
+
+    @staticmethod
+    def conninfo(world: World) -> str:
+        """The world database's libpq connection string (for psycopg)."""
+        return to_conninfo(SqlAdapter.database_url(world))
+
+    def directory(self, world: World, name: str) -> Path:
+        """Where the world's directory ``name`` (one of the spec's ``[directories]``) lives."""
+        if name not in (self.spec.directories or {}):
+            known = sorted(self.spec.directories or {})
+            raise ConfigError(f"{self.spec.source}: no directory {name!r}; [directories] has {known}")
+        return Path(world.handle[name].location)
+
+    @staticmethod
+    def _database(world: World) -> Journal | str:
+        part = world.handle[DATABASE]
+        return part.handle if isinstance(part.handle, Journal) else to_conninfo(part.location)
+
+    # -- digest, dump, schema: derived from the spec ----------------------------------------------
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
+        parts = [postgres_digest(self._database(world), self.spec, since=since)]
+        for name in sorted(self.spec.directories or {}):
+            copy = world.handle[name].handle
+            if isinstance(copy, CowCopy) and copy.upper is not None:  # overlay: changes are in upper
+                parts.append(
+                    directory_digest(
+                        name, self.directory(world, name), golden=copy.golden, upper=copy.upper, since=since
+                    )
+                )
+            else:
+                parts.append(directory_digest(name, self.directory(world, name)))
+        return merge(*parts)
+
+    def dump(self, world: World) -> StateDump:
+        dump = postgres_dump(self._database(world), self.spec)
+        for name in sorted(self.spec.directories or {}):
+            dump.tables[f"{TABLE_PREFIX}{name}"] = file_dump(self.directory(world, name))
+        return dump
+
+    def live_schema(self, world: World) -> dict[str, dict[str, str]]:
+        with connect(self.conninfo(world)) as conn:
+            return live_columns(conn, self.spec.schema)
+
+    def check_schema(self, world: World) -> list[str]:
+        uncovered, unknown = coverage_problems(self.live_schema(world), self.spec)
+        return uncovered + unknown

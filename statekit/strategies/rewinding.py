@@ -1,0 +1,196 @@
+"""Rewinding: reuse a world instead of cloning a new one, at the cost of what its episode changed.
+
+``Rewinding(inner)`` wraps any strategy. When a copy is discarded it is rewound in place
+(``inner.rewind``: the change journal for PostgreSQL, a remount for overlay directories) and parked
+for its key; the next ``restore`` of that key takes it back: same id, same location, so an adapter
+can keep its application warm on it. A copy that cannot be rewound (DDL, a TRUNCATE past the
+journal's bound, an overflowing journal, large objects, a busy mount...) is discarded instead and
+the next restore clones afresh: counted in ``fallbacks`` by reason and logged, never silent.
+
+At most ``max_parked`` copies wait (least recently used go first); a copy with live bookmarks is never
+evicted, since the bookmarks need it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from statekit.errors import RewindError
+from statekit.strategies.base import Builder, ResetStrategy, World
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RewindStats:
+    """How restores were served: by a rewound copy or a fresh clone; and why rewinds fell back."""
+
+    rewound: int = 0
+    cloned: int = 0
+    fallbacks: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rewound": self.rewound, "cloned": self.cloned, "fallbacks": dict(self.fallbacks)}
+
+
+@dataclass(frozen=True)
+class _Mark:
+    world_id: str
+    inner: Any
+
+
+class Rewinding(ResetStrategy):
+    """``inner``'s copies, rewound and reused; a copy that cannot be rewound is replaced by a clone."""
+
+    def __init__(self, inner: ResetStrategy, *, max_parked: int = 2) -> None:
+        if max_parked < 1:
+            raise ValueError("max_parked must be at least 1")
+        self.inner = inner
+        self.name = f"rewind({inner.name})"
+        self.persistent = inner.persistent
+        self.max_parked = max_parked
+        self.stats = RewindStats()
+        self._keys: dict[str, str] = {}  # world id -> key, for every copy of ours that is alive
+        self._parked: OrderedDict[str, World] = OrderedDict()  # least recently parked first
+        self._pinned: Counter[str] = Counter()  # world id -> live bookmarks
+        self._lock = threading.RLock()
+        self._closed = False
+
+    def has(self, key: str) -> bool:
+        """A parked copy can serve ``key`` even without asking the inner strategy (no round trip)."""
+        with self._lock:
+            if any(self._keys.get(world_id) == key for world_id in self._parked):
+                return True
+        return self.inner.has(key)
+
+    def capture(self, key: str, source: Builder | World) -> None:
+        self.inner.capture(key, source)
+
+    def prefetch(self, keys: list[str]) -> None:
+        self.inner.prefetch(keys)
+
+    def restore(self, key: str) -> World:
+        with self._lock:
+            for world_id in reversed(self._parked):
+                if self._keys.get(world_id) == key:
+                    world = self._parked.pop(world_id)
+                    self.stats.rewound += 1
+                    self.last_restore = "rewound"
+                    return world
+        world = self.inner.restore(key)
+        with self._lock:
+            self._keys[world.id] = key
+            self.stats.cloned += 1
+            self.last_restore = self.inner.last_restore
+        return world
+
+    def parked_keys(self) -> set[str]:
+        """The keys of the copies waiting to be rewound into (a cache must keep their goldens)."""
+        with self._lock:
+            return {self._keys[world_id] for world_id in self._parked if world_id in self._keys}
+
+    def footprint(self, key: str) -> int | None:
+        return self.inner.footprint(key)
+
+    def take(self, world_id: str) -> World | None:
+        """Un-park one particular copy (to restore a bookmark of it), or None if it is gone."""
+        with self._lock:
+            return self._parked.pop(world_id, None)
+
+    def discard(self, world: World) -> None:
+        with self._lock:
+            if world.id in self._parked:
+                return
+            key = self._keys.get(world.id)
+        if key is None:  # not ours (or already discarded): the inner strategy decides
+            self.inner.discard(world)
+            return
+        try:
+            self.inner.rewind(world)
+        except Exception as exc:
+            reason = exc.reason if isinstance(exc, RewindError) else f"{type(exc).__name__}: {exc}"
+            log.warning("world %s cannot be rewound, discarding it: %s", world.id, reason)
+            with self._lock:
+                self.stats.fallbacks[reason] += 1
+            self._destroy(world)
+            return
+        evicted: list[World] = []
+        with self._lock:
+            if self._closed:
+                evicted.append(world)
+            else:
+                self._parked[world.id] = world
+                evicted = self._over_bound()
+        for old in evicted:
+            self._destroy(old)
+
+    def _over_bound(self) -> list[World]:
+        """Least recently parked copies beyond ``max_parked`` that no bookmark holds."""
+        free = [wid for wid in self._parked if not self._pinned[wid]]
+        excess = len(self._parked) - self.max_parked
+        return [self._parked.pop(wid) for wid in free[: max(0, excess)]]
+
+    def _destroy(self, world: World) -> None:
+        with self._lock:
+            self._keys.pop(world.id, None)
+            self._pinned.pop(world.id, None)
+        self.inner.discard(world)
+
+    def release(self, key: str) -> None:
+        """Destroy the parked copies of ``key`` (the golden stays): the next restore clones afresh."""
+        with self._lock:
+            stale = [
+                w
+                for wid, w in list(self._parked.items())
+                if self._keys.get(wid) == key and not self._pinned[wid]
+            ]
+            for world in stale:
+                self._parked.pop(world.id, None)
+        for world in stale:
+            self._destroy(world)
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            stale = [w for wid, w in list(self._parked.items()) if self._keys.get(wid) == key]
+            for world in stale:
+                self._parked.pop(world.id, None)
+        for world in stale:
+            self._destroy(world)
+        self.inner.drop(key)
+
+    def mark(self, world: World) -> Any:
+        inner = self.inner.mark(world)
+        with self._lock:
+            self._pinned[world.id] += 1
+        return _Mark(world.id, inner)
+
+    def rewind(self, world: World, to: Any = None) -> None:
+        if to is not None and not isinstance(to, _Mark):
+            raise RewindError("that bookmark was not made by this strategy")
+        self.inner.rewind(world, None if to is None else to.inner)
+
+    def forget(self, mark: Any) -> None:
+        if not isinstance(mark, _Mark):
+            return
+        with self._lock:
+            if self._pinned[mark.world_id] > 0:
+                self._pinned[mark.world_id] -= 1
+            evicted = self._over_bound()
+        self.inner.forget(mark.inner)
+        for old in evicted:
+            self._destroy(old)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            parked = list(self._parked.values())
+            self._parked.clear()
+        for world in parked:
+            self._destroy(world)
+        self.inner.close()

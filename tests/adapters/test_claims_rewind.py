@@ -1,0 +1,185 @@
+"""The claims world under the default ``rewind`` strategy: worlds are reused and equal their golden,
+the application stays warm, what the journal cannot express falls back to a clone with its reason,
+and forks are bookmarks that survive resets."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import statekit
+from adapters.claims_app import ClaimsAdapter
+from statekit.postgres.journal import Journal
+from statekit.testing.database import first_difference, logical_state
+from statekit.testing.walk import harvest, random_action
+
+
+def _conninfo(env: statekit.Environment) -> str:
+    journal = env.world.handle["db"].handle
+    assert isinstance(journal, Journal)
+    return journal.conninfo
+
+
+class CountingClaims(ClaimsAdapter):
+    """Counts how often the application is built."""
+
+    attached = 0
+
+    def attach(self, world: statekit.World) -> Any:
+        CountingClaims.attached += 1
+        return super().attach(world)
+
+
+def test_resets_rewind_one_world_and_the_application_stays_warm(pg_url: str) -> None:
+    CountingClaims.attached = 0
+    with statekit.make(CountingClaims, db_url=pg_url) as env:
+        _, first = env.reset(seed=7)
+        world = env.world.id
+        golden = logical_state(_conninfo(env))
+        for _ in range(3):
+            for action in env.adapter.reference_actions(env.task):
+                env.step(action)
+            _, info = env.reset(seed=7)
+            assert (env.world.id, info["world"]) == (world, "rewound")
+            assert env.state().digest == info["digest"] == first["digest"]
+            assert first_difference(logical_state(_conninfo(env)), golden) is None
+        assert CountingClaims.attached == 1, "one application for the world, however many episodes"
+        assert first["strategy"] == "rewind(composite(db=template,uploads=cow(overlay)))"
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        ("CREATE INDEX claims_status ON claims (status)", "DDL in the episode: CREATE INDEX"),
+        ("TRUNCATE audit_log", "TRUNCATE of public.audit_log"),
+        ("UPDATE claims SET description = description || '!'", "journal overflow: more than 100 row changes"),
+    ],
+)
+def test_what_cannot_be_rewound_falls_back_to_a_clone_with_its_reason(
+    pg_url: str, statement: str, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with statekit.make("claims_app", db_url=pg_url, journal_bound=100) as env:
+        _, info = env.reset(seed=7)
+        golden, world = logical_state(_conninfo(env)), env.world.id
+        with psycopg.connect(_conninfo(env), autocommit=True) as app:
+            app.execute(statement)
+        with caplog.at_level(logging.WARNING, logger="statekit.strategies.rewinding"):
+            _, again = env.reset(seed=7)
+        assert again["world"] != "rewound" and env.world.id != world
+        assert any(reason in r for r in env.strategy.stats.fallbacks), env.strategy.stats.fallbacks
+        assert any(reason in record.getMessage() for record in caplog.records)
+        assert first_difference(logical_state(_conninfo(env)), golden) is None
+        assert env.state().digest == info["digest"]
+
+
+def test_forks_are_bookmarks_that_branch_and_survive_resets(pg_url: str) -> None:
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        env.reset(seed=9, options={"task": "triage_overdue"})
+        triage, note, submit = env.adapter.reference_actions(env.task)
+        env.step(triage)
+        after_triage = env.snapshot()
+        at_triage = env.state()
+        env.step(note)
+        after_note = env.snapshot()
+        at_note = env.state()
+        env.restore(after_triage)
+        assert env.state().digest == at_triage.digest and env.state().step_count == 1
+        env.step({"tool": "add_note", "reference": note["reference"], "body": "another branch"})
+        env.restore(after_note)  # taken on the branch that restore(after_triage) left
+        assert env.state().digest == at_note.digest
+        assert env.step(submit)[1] == 1.0
+        env.reset(seed=8)  # another world; the bookmarked one waits, pinned
+        env.restore(after_triage)
+        assert env.state().digest == at_triage.digest
+        assert env.step(note)[0]["status"] == 201
+
+
+def test_template_strategy_forks_survive_a_reset_as_copies(pg_url: str) -> None:
+    with statekit.make("claims_app", strategy="template", db_url=pg_url) as env:
+        env.reset(seed=9, options={"task": "triage_overdue"})
+        triage = env.adapter.reference_actions(env.task)[0]
+        env.step(triage)
+        fork = env.snapshot()
+        at_fork = env.state()
+        env.reset(seed=9)  # the template strategy drops the world: the bookmark is copied first
+        env.restore(fork)
+        assert env.state().digest == at_fork.digest and env.state().step_count == 1
+
+
+def _sql_write(conn: psycopg.Connection[Any], rng: random.Random) -> None:
+    """A random write straight into the claims database, of the kinds the journal must express."""
+    kind = rng.randrange(7)
+    if kind == 0:
+        conn.execute(
+            "UPDATE claims SET description = %s, decision_reason = NULL WHERE id = "
+            "(SELECT id FROM claims ORDER BY reference OFFSET %s LIMIT 1)",
+            ("".join(rng.choice("abcdef é✓") for _ in range(rng.choice([5, 4000]))), rng.randrange(50)),
+        )
+    elif kind == 1:
+        conn.execute(
+            "UPDATE jobs SET payload = payload || '{\"extra\": [1, 2.50, null]}' WHERE id %% 7 = %s",
+            (rng.randrange(7),),
+        )
+    elif kind == 2:
+        conn.execute(
+            "DELETE FROM claim_notes WHERE id = (SELECT id FROM claim_notes ORDER BY id OFFSET %s LIMIT 1)",
+            (rng.randrange(20),),
+        )
+    elif kind == 3:  # a row deleted and inserted again under its old key, with other values
+        conn.execute(
+            "WITH gone AS (DELETE FROM audit_log WHERE id = (SELECT max(id) - %s FROM audit_log) "
+            "RETURNING *) INSERT INTO audit_log "
+            "SELECT id, actor, 'rewritten', entity, entity_id, detail, created_at FROM gone",
+            (rng.randrange(10),),
+        )
+    elif kind == 4:
+        conn.execute("SELECT nextval('claim_reference_seq'), nextval(pg_get_serial_sequence('jobs', 'id'))")
+    elif kind == 5:
+        conn.execute(
+            "UPDATE policies SET deductible = deductible + 0.01 WHERE id IN "
+            "(SELECT id FROM policies ORDER BY id OFFSET %s LIMIT 3)",
+            (rng.randrange(20),),
+        )
+    else:
+        conn.execute("DELETE FROM payments WHERE id = (SELECT id FROM payments ORDER BY id LIMIT 1)")
+
+
+@pytest.fixture(scope="module")
+def claims_env(pg_url: str) -> Iterator[statekit.Environment]:
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        yield env
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_random_episodes_rewind_to_the_golden_exactly(claims_env: statekit.Environment, block: int) -> None:
+    """50 random episodes per block (200 in all): claims tools and direct SQL writes; after every
+    step the updated digest equals a full one, and after every rewind every row and sequence of the
+    database equals the golden's."""
+    env = claims_env
+    seed = 7 + block % 2
+    env.reset(seed=seed)
+    golden = logical_state(_conninfo(env))
+    for episode in range(50):
+        rng = random.Random(f"{block}:{episode}")
+        seen: set[str] = set()
+        obs, info = env.reset(seed=seed, options={"task": rng.choice(env.adapter.task_kinds())})
+        if episode:
+            assert info["world"] == "rewound"
+            assert first_difference(logical_state(_conninfo(env)), golden) is None, f"episode {episode}"
+        harvest(obs, seen)
+        with psycopg.connect(_conninfo(env), autocommit=True) as app:
+            for _ in range(rng.randint(1, 4)):
+                if rng.random() < 0.4:
+                    _sql_write(app, rng)
+                else:
+                    obs, *_ = env.step(random_action(env.tools, rng, seen, avoid=("submit",)))
+                    harvest(obs, seen)
+                assert env.state().digest == env.digest_report(full=True).digest
+    env.reset(seed=seed)
+    assert first_difference(logical_state(_conninfo(env)), golden) is None
+    assert not env.strategy.stats.fallbacks

@@ -1,0 +1,53 @@
+"""The embedded server lingers between commands, stops by itself once idle, and `statekit stop` stops it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from statekit.postgres.cluster import EmbeddedCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(home: Path, *args: str, linger: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STATEKIT_HOME": str(home), "STATEKIT_PG_LINGER": linger}
+    return subprocess.run(
+        [sys.executable, "-m", "statekit.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+def _running(home: Path) -> bool:
+    return EmbeddedCluster(home / "pg").is_running()
+
+
+def test_the_server_lingers_between_commands_then_stops(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = _cli(home, "spec", "init", "tests.testing.order_adapter:SortedItems", linger="4")
+    assert first.returncode == 0, first.stderr
+    assert _running(home), "the server outlives the command"
+    t0 = time.monotonic()
+    again = _cli(home, "spec", "init", "tests.testing.order_adapter:SortedItems", linger="4")
+    assert again.returncode == 0 and _running(home)
+    deadline = time.monotonic() + 30
+    while _running(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _running(home), "it stops by itself once idle"
+    assert time.monotonic() - t0 >= 3, "not before the linger period"
+
+
+def test_statekit_stop_stops_it_now(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert _cli(home, "spec", "init", "tests.testing.order_adapter:SortedItems", linger="600").returncode == 0
+    assert _running(home)
+    stopped = _cli(home, "stop", linger="600")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not _running(home)

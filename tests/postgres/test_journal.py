@@ -1,0 +1,361 @@
+"""The change journal on real PostgreSQL: rewinds and bookmarks restore every row and sequence, the
+incremental digest equals a full one, and what the journal cannot express is refused with a reason."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import string
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from statekit.digest.postgres import postgres_digest
+from statekit.digest.spec import DigestSpec
+from statekit.errors import RewindError
+from statekit.postgres import PostgresServer
+from statekit.postgres.journal import Journal
+from statekit.postgres.server import to_conninfo
+from statekit.strategies.base import World
+from statekit.strategies.pg_template import PostgresTemplate
+from statekit.testing.database import first_difference, logical_state
+
+SCHEMA = """
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE people (
+    id serial PRIMARY KEY, name text NOT NULL, born date, score numeric(10,3), ratio float8,
+    tags text[], info jsonb, raw json, photo bytea, seen timestamptz, span interval, mood mood, big text
+);
+CREATE TABLE pets (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner int REFERENCES people(id) ON DELETE CASCADE, name text, legs int,
+    doubled int GENERATED ALWAYS AS (legs * 2) STORED
+);
+CREATE TABLE tally (k text, v int);
+CREATE TABLE pairs (a int, b text, c text, PRIMARY KEY (a, b));
+CREATE TABLE events (id int, kind text, note text, PRIMARY KEY (id, kind)) PARTITION BY LIST (kind);
+CREATE TABLE events_a PARTITION OF events FOR VALUES IN ('a');
+CREATE TABLE events_b PARTITION OF events FOR VALUES IN ('b');
+CREATE SEQUENCE counter;
+INSERT INTO people (name, born, score, ratio, tags, info, raw, photo, seen, span, mood, big)
+SELECT 'p' || i, date '2000-01-01' + i, i * 1.5, i / 3.0, ARRAY['x' || i, NULL],
+       jsonb_build_object('n', i, 'f', 2.50), '{"b": 1,  "a": [1, 2]}', decode(md5(i::text), 'hex'),
+       timestamptz '2025-01-06 09:00+01' + i * interval '1 h', i * interval '1 day 2 s', 'ok',
+       CASE WHEN i % 8 = 0 THEN repeat(md5(i::text), 200) END
+FROM generate_series(1, 40) i;
+INSERT INTO pets (owner, name, legs) SELECT 1 + i % 40, 'pet' || i, 4 FROM generate_series(1, 60) i;
+INSERT INTO tally VALUES ('a', 1), ('a', 1), ('b', 2);
+INSERT INTO pairs SELECT i, 'k' || i, 'v' FROM generate_series(1, 10) i;
+INSERT INTO events SELECT i, CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, 'n' FROM generate_series(1, 10) i;
+SELECT nextval('counter');
+"""
+
+SPEC = DigestSpec.from_dict(
+    {
+        "format": 1,
+        "tables": {
+            "people": {
+                "key": ["id"],
+                "include": [
+                    "id",
+                    "name",
+                    "born",
+                    "score",
+                    "tags",
+                    "info",
+                    "raw",
+                    "photo",
+                    "seen",
+                    "mood",
+                    "big",
+                ],
+                "exclude": {"ratio": "a float: refused by digests", "span": "an interval: no canonical form"},
+            },
+            "pets": {"key": ["id"], "include": ["id", "owner", "name", "legs", "doubled"]},
+            "tally": {"key": ["k"], "include": ["k", "v"], "ordered": False},
+            "pairs": {"key": ["a", "b"], "include": ["a", "b", "c"]},
+            "events": {"key": ["id", "kind"], "include": ["id", "kind", "note"]},
+        },
+        "ignored_tables": {"events_a": "a partition: digested through events", "events_b": "same"},
+    }
+)
+
+
+def _fill(world: World) -> None:
+    with psycopg.connect(to_conninfo(world.location), autocommit=True) as conn:
+        conn.execute(SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def strategy(pg_cluster: PostgresServer) -> Iterator[PostgresTemplate]:
+    with PostgresTemplate(pg_cluster, prefix="skjrn", journal_bound=5_000) as made:
+        made.capture("golden", _fill)
+        yield made
+    assert pg_cluster.databases("skjrn_e_") == [], "a world was left behind"
+
+
+@pytest.fixture(scope="module")
+def world(strategy: PostgresTemplate) -> Iterator[World]:
+    made = strategy.restore("golden")
+    yield made
+    strategy.discard(made)
+
+
+class State(dict[str, Any]):
+    """A logical state whose repr stays short (hypothesis prints fixtures on failure)."""
+
+    def __repr__(self) -> str:
+        return f"<logical state of {len(self)} relations>"
+
+
+@pytest.fixture(scope="module")
+def golden_state(world: World) -> dict[str, Any]:
+    return State(logical_state(_conninfo(world)))
+
+
+def _conninfo(world: World) -> str:
+    journal = world.handle
+    assert isinstance(journal, Journal)
+    return journal.conninfo
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(string.ascii_letters + "é ✓'\"\\") for _ in range(n))
+
+
+def _op(conn: psycopg.Connection[Any], rng: random.Random) -> None:
+    """One random write, of every kind the journal must express."""
+    kind = rng.randrange(14)
+    person = rng.randrange(1, 60)
+    if kind == 0:
+        conn.execute(
+            "INSERT INTO people (name, score, tags, info, big, mood, seen) "
+            "VALUES (%s, %s, %s, %s, %s, %s, now())",
+            (
+                _text(rng, 8),
+                rng.choice([None, "2.500", "-0.001"]),
+                [_text(rng, 3), None],
+                '{"k": [1, 2.50]}',
+                "".join(rng.choice(string.printable) for _ in range(6000)),
+                rng.choice(["sad", "happy", None]),
+            ),
+        )
+    elif kind == 1:
+        conn.execute(
+            "UPDATE people SET score = score + 0.001, info = info || '{\"u\": true}' WHERE id = %s", (person,)
+        )
+    elif kind == 2:
+        conn.execute(
+            "UPDATE people SET raw = '{ \"spaced\" :  1 }', photo = NULL, span = NULL WHERE id = %s",
+            (person,),
+        )
+    elif kind == 3:
+        conn.execute("DELETE FROM people WHERE id = %s", (person,))  # cascades to pets
+    elif kind == 4:  # deleted, then back with other values under the same key
+        conn.execute("DELETE FROM pairs WHERE a = %s", (rng.randrange(1, 12),))
+        conn.execute(
+            "INSERT INTO pairs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (rng.randrange(1, 12), f"k{rng.randrange(1, 12)}", _text(rng, 4)),
+        )
+    elif kind == 5:
+        conn.execute(
+            "UPDATE pairs SET b = b || 'x' WHERE a = %s", (rng.randrange(1, 12),)
+        )  # the key itself moves
+    elif kind == 6:
+        conn.execute("INSERT INTO tally VALUES ('a', 1), (%s, NULL)", (_text(rng, 2),))
+    elif kind == 7:
+        conn.execute("DELETE FROM tally WHERE ctid = (SELECT ctid FROM tally WHERE k = 'a' LIMIT 1)")
+    elif kind == 8:
+        conn.execute("SELECT nextval('counter'), nextval('people_id_seq')")  # positions move, no row does
+    elif kind == 9:
+        with contextlib.suppress(psycopg.errors.NotNullViolation):  # a failed insert still uses a sequence
+            conn.execute("INSERT INTO people (name) VALUES (NULL)")
+        conn.execute(
+            "INSERT INTO pets (owner, name, legs) VALUES (NULL, 'stray', %s)", (rng.randrange(0, 9),)
+        )
+    elif kind == 10:
+        conn.execute(
+            "UPDATE events SET kind = CASE kind WHEN 'a' THEN 'b' ELSE 'a' END WHERE id = %s",
+            (rng.randrange(1, 11),),
+        )
+    elif kind == 11:
+        conn.execute("TRUNCATE tally")  # small: journaled row by row
+    elif kind == 12:
+        conn.execute("UPDATE pets SET legs = legs + 1 WHERE owner = %s", (person,))
+    else:
+        conn.execute("UPDATE people SET name = name WHERE id = %s", (person,))  # a write that changes nothing
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), steps=st.integers(1, 8), mark_at=st.integers(0, 8))
+def test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact(
+    strategy: PostgresTemplate,
+    world: World,
+    golden_state: dict[str, Any],
+    seed: int,
+    steps: int,
+    mark_at: int,
+) -> None:
+    rng = random.Random(seed)
+    journal = world.handle
+    assert isinstance(journal, Journal)
+    digest = golden = postgres_digest(journal, SPEC)
+    mark, at_mark = None, None
+    app = psycopg.connect(_conninfo(world), autocommit=True)
+    try:
+        for step in range(steps):
+            if step == mark_at:
+                mark, at_mark = strategy.mark(world), logical_state(_conninfo(world))
+                app.close()  # marking ended the application's connections
+                app = psycopg.connect(_conninfo(world), autocommit=True)
+            _op(app, rng)
+            digest = postgres_digest(journal, SPEC, since=digest)
+            assert digest == postgres_digest(_conninfo(world), SPEC), (
+                f"incremental digest drifted at step {step}"
+            )
+    finally:
+        app.close()
+    if mark is not None:
+        strategy.rewind(world, mark)
+        assert first_difference(logical_state(_conninfo(world)), at_mark or {}) is None
+        strategy.forget(mark)
+    strategy.rewind(world)
+    assert first_difference(logical_state(_conninfo(world)), golden_state) is None
+    assert postgres_digest(journal, SPEC, since=digest) == golden
+
+
+def test_bookmarks_form_a_tree(strategy: PostgresTemplate, golden_state: dict[str, Any]) -> None:
+    """A bookmark taken before an earlier one was restored still works: the journal keeps both branches."""
+    world = strategy.restore("golden")
+    try:
+        url = _conninfo(world)
+        _sql(url, "UPDATE people SET name = 'root-change' WHERE id = 1")
+        root = strategy.mark(world)
+        at_root = logical_state(url)
+        _sql(url, "DELETE FROM pets WHERE id < 10")
+        left = strategy.mark(world)
+        at_left = logical_state(url)
+        strategy.rewind(world, root)
+        _sql(url, "INSERT INTO tally VALUES ('right', 3)")
+        right = strategy.mark(world)
+        at_right = logical_state(url)
+        for mark, expected in [(left, at_left), (root, at_root), (right, at_right), (left, at_left)]:
+            strategy.rewind(world, mark)
+            assert first_difference(logical_state(url), expected) is None
+        for mark in (root, left, right):
+            strategy.forget(mark)
+        strategy.rewind(world)
+        assert first_difference(logical_state(url), golden_state) is None
+    finally:
+        strategy.discard(world)
+
+
+def _sql(conninfo: str, *statements: str) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+@pytest.mark.parametrize(
+    ("statement", "bound", "reason"),
+    [
+        ("CREATE TABLE extra (x int)", 5_000, "DDL in the episode: CREATE TABLE public.extra"),
+        ("ALTER TABLE people ADD COLUMN extra int", 5_000, "DDL in the episode: ALTER TABLE public.people"),
+        ("DROP TABLE tally", 5_000, "DDL in the episode: DROP "),
+        ("TRUNCATE pets", 50, "TRUNCATE of public.pets (60 rows) exceeds the journal bound of 50"),
+        ("INSERT INTO tally SELECT 'x', i FROM generate_series(1, 6000) i", 5_000, "journal overflow"),
+        ("SELECT lo_create(0)", 5_000, "large objects exist in this world"),
+    ],
+)
+def test_what_the_journal_cannot_express_is_refused_with_its_reason(
+    pg_cluster: PostgresServer, statement: str, bound: int, reason: str
+) -> None:
+    with PostgresTemplate(pg_cluster, prefix="skjrx", journal_bound=bound) as made:
+        made.capture(f"bound{bound}", _fill)  # goldens outlive strategies: one per bound
+        world = made.restore(f"bound{bound}")
+        _sql(_conninfo(world), statement)
+        with pytest.raises(RewindError) as refused:
+            made.rewind(world)
+        assert reason in refused.value.reason
+        made.discard(world)
+
+
+def test_temporary_tables_are_not_ddl_of_the_world(
+    strategy: PostgresTemplate, golden_state: dict[str, Any]
+) -> None:
+    world = strategy.restore("golden")
+    try:
+        _sql(_conninfo(world), "CREATE TEMP TABLE scratch (x int)", "INSERT INTO people (name) VALUES ('t')")
+        strategy.rewind(world)
+        assert first_difference(logical_state(_conninfo(world)), golden_state) is None
+    finally:
+        strategy.discard(world)
+
+
+def test_no_connection_level_leftover_survives_a_rewind(
+    strategy: PostgresTemplate, golden_state: dict[str, Any]
+) -> None:
+    """Open transactions, temp tables, advisory locks, prepared statements and settings of the app's
+    connections, and prepared (two-phase) transactions, are all gone after a rewind."""
+    world = strategy.restore("golden")
+    url = _conninfo(world)
+    try:
+        app = psycopg.connect(url, autocommit=True)
+        app.execute("CREATE TEMP TABLE scratch (x int)")
+        app.execute("SELECT pg_advisory_lock(42)")
+        app.execute("SET statement_timeout = '1s'")
+        app.execute("PREPARE lookup AS SELECT name FROM people WHERE id = $1")
+        app.execute("BEGIN")
+        app.execute("UPDATE people SET name = 'uncommitted' WHERE id = 2")
+        two_phase = psycopg.connect(url)
+        two_phase.execute("INSERT INTO tally VALUES ('2pc', 1)")
+        two_phase.execute("PREPARE TRANSACTION 'left-behind'")
+        two_phase.close()
+        strategy.rewind(world)
+        assert app.closed or app.broken or _dead(app), "the app's connection was ended"
+        with psycopg.connect(url, autocommit=True) as fresh:
+            assert fresh.execute("SELECT count(*) FROM pg_prepared_xacts").fetchone() == (0,)
+            assert fresh.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone() == (
+                0,
+            )
+        assert first_difference(logical_state(url), golden_state) is None
+    finally:
+        strategy.discard(world)
+
+
+def _dead(conn: psycopg.Connection[Any]) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return True
+    return False
+
+
+def test_an_incremental_digest_counts_a_transaction_that_commits_after_it(
+    strategy: PostgresTemplate,
+) -> None:
+    """A write in flight while a digest is read, committed later, is counted by the next update."""
+    world = strategy.restore("golden")
+    url = _conninfo(world)
+    journal = world.handle
+    assert isinstance(journal, Journal)
+    try:
+        before = postgres_digest(journal, SPEC)
+        slow = psycopg.connect(url)
+        slow.execute("UPDATE people SET name = 'late' WHERE id = 3")  # holds a journal entry, uncommitted
+        quick = threading.Thread(target=_sql, args=(url, "UPDATE people SET name = 'early' WHERE id = 4"))
+        quick.start()
+        quick.join()
+        middle = postgres_digest(journal, SPEC, since=before)  # sees 'early', not 'late'
+        assert middle == postgres_digest(url, SPEC)
+        slow.commit()
+        slow.close()
+        after = postgres_digest(journal, SPEC, since=middle)
+        assert after == postgres_digest(url, SPEC) and after != middle
+    finally:
+        strategy.discard(world)
