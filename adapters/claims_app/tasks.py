@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -255,6 +256,19 @@ def verify_denied(session: Session, facts: dict[str, Any]) -> float:
     return 1.0 if claim.status == "denied" and (claim.decision_reason or "").strip() else 0.0
 
 
+LATE_FILING_RULE = re.compile(
+    r"\b(30|thirty)[ -]?days?\b|\blate\b|\bfiling (window|deadline|period|limit)\b|\bdeadline\b",
+    re.IGNORECASE,
+)
+"""What a reason must say to name the late-filing rule (the prompt asks for a reason that names it)."""
+
+
+def verify_deny_late_filing(session: Session, facts: dict[str, Any]) -> float:
+    claim = _claim(session, facts["reference"])
+    named = LATE_FILING_RULE.search(claim.decision_reason or "") is not None
+    return verify_denied(session, facts) if named else 0.0
+
+
 def verify_deny_duplicate(session: Session, facts: dict[str, Any]) -> float:
     original = _claim(session, facts["original"])
     return verify_denied(session, facts) if original.status == facts["original_status"] else 0.0
@@ -304,7 +318,7 @@ KINDS: dict[str, TaskKind] = {
     ),
     "deny_late_filing": TaskKind(
         find_deny_late_filing,
-        verify_denied,
+        verify_deny_late_filing,
         lambda f: [
             {
                 "tool": "deny",

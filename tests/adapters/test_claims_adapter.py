@@ -68,6 +68,20 @@ def test_every_task_kind_is_valid(env: statekit.Environment, kind: str) -> None:
     assert check_task(env, kind, seed=11, repeats=5) is None  # SWE-bench's rule, five times over
 
 
+@pytest.mark.parametrize(
+    ("reason", "reward"),
+    [("no", 0.0), ("rejected", 0.0), ("Filed 41 days after the incident: past the 30-day window", 1.0)],
+)
+def test_a_late_filing_denial_must_name_the_rule(
+    env: statekit.Environment, reason: str, reward: float
+) -> None:
+    """The prompt asks for a reason that names the rule; any other reason is not the task done."""
+    env.reset(seed=11, options={"task": "deny_late_filing"})
+    [deny, submit] = env.adapter.reference_actions(env.task)
+    env.step({**deny, "reason": reason})
+    assert env.step(submit)[1] == reward
+
+
 def test_tools_reach_the_app_and_errors_are_observations(env: statekit.Environment) -> None:
     _, info = env.reset(seed=7)
     listed, *_ = env.step({"tool": "list_claims", "status": "submitted", "limit": 3})
