@@ -269,7 +269,11 @@ def server_processes(pid: int) -> list[int]:
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
-        found.append(current)
+        try:
+            if b"statekit" in Path(f"/proc/{current}/cmdline").read_bytes():  # not a passing cp or mount
+                found.append(current)
+        except OSError:
+            continue
         for task in Path(f"/proc/{current}/task").glob("*/children"):
             try:
                 todo.extend(int(child) for child in task.read_text().split())
@@ -288,6 +292,8 @@ def proc_stats(pid: int) -> dict[str, float]:
         except OSError:  # gone meanwhile (a replaced worker)
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if "VmRSS" not in fields:  # exited, not yet reaped
+            continue
         rss = int(fields["VmRSS"].split()[0]) / 1024
         if process == pid:
             total["front_rss_mb"] = rss
@@ -406,7 +412,8 @@ async def drive(
                 samples.append(sample)
                 print(
                     f"  {sample['t'] / 60:5.1f} min  {tally.requests:7d} requests  "
-                    f"RSS {sample['rss_mb']:7.1f} MB ({sample['processes']:.0f} proc.)  "
+                    f"RSS {sample['rss_mb']:7.1f} MB ({sample['processes']:.0f} proc., "
+                    f"front {sample.get('front_rss_mb', 0):5.1f})  "
                     f"fds {sample['fds']:4.0f}  "
                     f"threads {sample['threads']:3.0f}  "
                     f"sessions {sample['sessions']:3.0f} (/health {sample['health_ms']:5.0f} ms)  "
