@@ -74,14 +74,13 @@ def container_rows(n: int) -> list[tuple[str, list[float]]]:
     import statekit
     from adapters.claims_app.image import ensure_image
     from adapters.claims_app.remote import harness_ready
-    from statekit.env import world_key
     from statekit.strategies.container import ContainerPerEpisode, docker_client
     from statekit.strategies.prewarmed import Prewarmed
 
     rows: list[tuple[str, list[float]]] = []
     with statekit.make("claims_app", strategy="container") as env:
         env.reset(seed=7)  # builds and commits the seed's golden image once
-        key = world_key(env.adapter.fingerprint(), 7)
+        key = env.cache.key(7)
     client = docker_client()
     image = ensure_image(client)
     with ContainerPerEpisode(image, ready=harness_ready, client=client) as cold:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.cache import CacheEntry, CacheIndex, WorldCache
 from statekit.collateral import Allow, Change, ChangeSet, Expectation, Verdict
 from statekit.contract import FixtureSource, State, StepResult, Task, Tool
 from statekit.determinism.base import Control, Violation
@@ -20,6 +21,7 @@ from statekit.errors import (
     ConfigError,
     CoverageError,
     EgressError,
+    EnvironmentClosed,
     EnvironmentLost,
     ReplayMissError,
     ResetError,
@@ -30,6 +32,7 @@ from statekit.errors import (
 )
 from statekit.home import statekit_home
 from statekit.registry import resolve_adapter
+from statekit.seeds import WorldSet
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
 from statekit.strategies.container import docker_client
@@ -47,6 +50,9 @@ def make(
     max_steps: int | None = None,
     disable_controls: tuple[str, ...] = (),
     exclude_tasks: Sequence[str] = (),
+    cache_bytes: int | None = None,
+    num_worlds: int | None = None,
+    start_seed: int = 0,
     **adapter_options: Any,
 ) -> Environment:
     """A ready environment, like ``gymnasium.make``.
@@ -57,7 +63,11 @@ def make(
     ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
     ``disable_controls`` switches determinism controls off by name, only to prove they matter.
     ``exclude_tasks`` leaves task kinds out of the pool (``statekit check``'s ``excluded_tasks``).
+    ``cache_bytes`` bounds the snapshot cache (default ``$STATEKIT_CACHE_BYTES`` or 2 GiB; see
+    ``statekit.cache``). ``num_worlds``/``start_seed`` make seedless resets draw from seeds
+    ``start_seed .. start_seed + num_worlds - 1`` only (see ``statekit.seeds`` for the trade-off).
     """
+    worlds = WorldSet(num_worlds, start_seed)
     resolved = resolve_adapter(adapter, **adapter_options)
     unknown = sorted(set(exclude_tasks) - set(resolved.task_kinds()))
     if unknown:
@@ -83,7 +93,15 @@ def make(
         else:
             chosen = Prewarmed(chosen, depth=prewarm)
     try:
-        return Environment(resolved, chosen, max_steps=max_steps, disable_controls=tuple(disable_controls))
+        cache = WorldCache(resolved, chosen, budget=cache_bytes)
+        return Environment(
+            resolved,
+            chosen,
+            max_steps=max_steps,
+            disable_controls=tuple(disable_controls),
+            cache=cache,
+            worlds=worlds,
+        )
     except BaseException:
         chosen.close()
         resolved.close()
@@ -94,6 +112,8 @@ __all__ = [
     "ActionError",
     "Adapter",
     "Allow",
+    "CacheEntry",
+    "CacheIndex",
     "Change",
     "ChangeSet",
     "Composite",
@@ -104,6 +124,7 @@ __all__ = [
     "Digest",
     "EgressError",
     "Environment",
+    "EnvironmentClosed",
     "EnvironmentLost",
     "Episode",
     "Expectation",
@@ -127,6 +148,8 @@ __all__ = [
     "Verdict",
     "Violation",
     "World",
+    "WorldCache",
+    "WorldSet",
     "allow_egress",
     "clock",
     "docker_client",

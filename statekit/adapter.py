@@ -116,6 +116,11 @@ class Adapter(ABC):
         or the task this world's seed and options gave before). ``app`` is what ``attach`` returned; it is
         passed only when ``attach`` returned something, so adapters without ``attach`` may omit it."""
 
+    def check_options(self, options: dict[str, JSON]) -> None:  # noqa: B027 - optional hook
+        """Refuse bad reset options (a ConfigError or ValueError saying what to pass) before any world
+        is touched. ``reset`` asks first: where the next episode rewinds the live episode's own world,
+        this is what lets a refused reset leave that episode as it was."""
+
     def attach(self, world: World) -> Any:
         """Build what can outlive an episode on ``world`` (the application, its engines). Optional."""
         return None

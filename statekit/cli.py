@@ -1,4 +1,5 @@
-"""The ``statekit`` command line: demo, digest, check, record, dump, diff, bisect, drift, serve, assay.
+"""The ``statekit`` command line: demo, digest, check, record, dump, diff, bisect, drift, serve, cache,
+assay, spec, stop.
 
 Exit codes: 0 success, 1 a check failed, 2 bad input or an error (the message names the problem).
 """
@@ -21,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import statekit
+from statekit.cache import CacheIndex, default_budget, parse_size
 from statekit.digest.canonical import canonical_json
 from statekit.digest.diff import StateDiff, diff_dumps
 from statekit.digest.dump import StateDump
@@ -365,16 +367,101 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from statekit.harness import HarnessConfig, serve  # only the serve command needs the web stack
     from statekit.harness.workers import default_workers
 
+    token = args.token if args.token is not None else os.environ.get("STATEKIT_TOKEN")
+    if token is not None and not token.strip():
+        source = "--token" if args.token is not None else "$STATEKIT_TOKEN"
+        raise statekit.ConfigError(
+            f"{source} is set but empty; an empty token would serve without auth. Give it a secret "
+            "(e.g. openssl rand -hex 16), or unset it to serve without a token on loopback"
+        )
     config = HarnessConfig(
         args.adapter,
         strategy=args.strategy,
         db_url=args.db_url,
-        token=args.token or os.environ.get("STATEKIT_TOKEN") or None,
+        token=token,
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
+        cache_bytes=args.cache_bytes,
+        num_worlds=args.num_worlds,
+        start_seed=args.start_seed,
         workers=default_workers() if args.workers is None else args.workers,
     )
     serve(config, host=args.host, port=args.port, uds=args.uds)
+    return 0
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except StatekitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _mib(size: int | None) -> str:
+    return "building" if size is None else f"{size / (1 << 20):.1f} MiB"
+
+
+def cmd_cache_ls(args: argparse.Namespace) -> int:
+    """Every golden in this server's snapshot cache, least recently used first."""
+    entries = CacheIndex.shared().entries()
+    if args.json:
+        print(json.dumps([entry.as_dict() for entry in entries], sort_keys=True))
+        return 0
+    table = Table(
+        "store", "seed", "key", "size", "pinned", "in use", title=f"{len(entries)} goldens (oldest use first)"
+    )
+    for entry in entries:
+        table.add_row(
+            entry.store,
+            str(entry.seed),
+            entry.key,
+            _mib(entry.size),
+            "pin" if entry.pinned else "",
+            "yes" if entry.leased else "",
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_cache_du(args: argparse.Namespace) -> int:
+    """Disk used by the snapshot cache, per store, against the budget."""
+    entries = CacheIndex.shared().entries()
+    budget = args.budget if args.budget is not None else default_budget()
+    stores: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        row = stores.setdefault(entry.store, {"goldens": 0, "bytes": 0, "pinned": 0, "in_use": 0})
+        row["goldens"] += 1
+        row["bytes"] += entry.size or 0
+        row["pinned"] += entry.pinned
+        row["in_use"] += entry.leased
+    total = sum(row["bytes"] for row in stores.values())
+    if args.json:
+        print(json.dumps({"bytes": total, "budget": budget, "stores": stores}, sort_keys=True))
+        return 0
+    table = Table("store", "goldens", "size", "pinned", "in use", title="snapshot cache")
+    for store, row in sorted(stores.items()):
+        table.add_row(store, str(row["goldens"]), _mib(row["bytes"]), str(row["pinned"]), str(row["in_use"]))
+    console.print(table)
+    console.print(f"{_mib(total)} of a {_mib(budget)} budget ({100 * total / max(budget, 1):.0f}%)")
+    return 0
+
+
+def cmd_cache_prune(args: argparse.Namespace) -> int:
+    """Evict least recently used goldens of one adapter's store (never pinned or in-use ones)."""
+    target = 0 if args.all else args.to
+    with _env(args, cache_bytes=args.budget) as env:
+        evicted = env.cache.prune(target)
+        left = sum(entry.size or 0 for entry in env.cache.entries())
+    console.print(f"evicted {len(evicted)} golden(s) of {env.cache.store}; {_mib(left)} left in that store")
+    return 0
+
+
+def cmd_cache_pin(args: argparse.Namespace) -> int:
+    """Pin (or unpin) seeds' worlds so eviction never removes them."""
+    seeds = _seed_list(args.seeds)
+    with _env(args) as env:
+        env.cache.pin(seeds, pinned=not args.unpin)
+    console.print(f"{'unpinned' if args.unpin else 'pinned'} {len(seeds)} world(s) of {env.cache.store}")
     return 0
 
 
@@ -530,12 +617,47 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--uds", default=None, help="serve on this Unix socket instead of TCP")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="close after N idle s; 0: never")
     serve.add_argument(
+        "--cache-bytes",
+        type=_size,
+        default=None,
+        help="snapshot cache budget, e.g. 4G (or $STATEKIT_CACHE_BYTES)",
+    )
+    serve.add_argument("--num-worlds", type=int, default=None, help="seedless resets draw from N worlds only")
+    serve.add_argument("--start-seed", type=int, default=0, help="the first seed of that world set")
+    serve.add_argument(
         "--workers",
         type=int,
         default=None,
         help="worker processes running the sessions (default: one per core); 0: in the serving process",
     )
     serve.set_defaults(func=cmd_serve)
+
+    cache = sub.add_parser("cache", help="the snapshot cache: ls, du, prune, pin")
+    verbs = cache.add_subparsers(dest="verb", required=True)
+    ls = verbs.add_parser("ls", help="every golden, least recently used first")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_cache_ls)
+    du = verbs.add_parser("du", help="disk used per store, against the budget")
+    du.add_argument(
+        "--budget", type=_size, default=None, help="compare with this (default: $STATEKIT_CACHE_BYTES)"
+    )
+    du.add_argument("--json", action="store_true")
+    du.set_defaults(func=cmd_cache_du)
+    prune = verbs.add_parser(
+        "prune", help="evict least recently used goldens of an adapter (not pinned, not in use)"
+    )
+    common(prune)
+    prune.add_argument("--to", type=_size, default=None, help="down to this total (default: the budget)")
+    prune.add_argument("--all", action="store_true", help="every golden that is neither pinned nor in use")
+    prune.add_argument(
+        "--budget", type=_size, default=None, help="the budget (default: $STATEKIT_CACHE_BYTES)"
+    )
+    prune.set_defaults(func=cmd_cache_prune)
+    pin = verbs.add_parser("pin", help="never evict these seeds' worlds")
+    common(pin)
+    pin.add_argument("seeds", help="e.g. 0-15 or 7,8,11")
+    pin.add_argument("--unpin", action="store_true", help="remove the pins instead")
+    pin.set_defaults(func=cmd_cache_pin)
 
     assay = sub.add_parser("assay", help="may it ship? licences, fixture sources, recorded traffic")
     assay.add_argument("adapter", help="registered name (claims_app) or package.module:attribute")

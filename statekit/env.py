@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -13,6 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.cache import Memo, WorldCache
+from statekit.cache import world_key as world_key  # re-exported: benchmarks and tools import it from here
 from statekit.collateral import ChangeSet, GoldenDumps, Verdict
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
@@ -21,7 +22,16 @@ from statekit.determinism.ids import HeldGenerators, true_random_bytes
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
-from statekit.errors import ActionError, ConfigError, ResetError, ResetNeeded, RewindError, StatekitError
+from statekit.errors import (
+    ActionError,
+    ConfigError,
+    EnvironmentClosed,
+    ResetError,
+    ResetNeeded,
+    RewindError,
+    StatekitError,
+)
+from statekit.seeds import WorldSet
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.naming import snapshot_key
 from statekit.strategies.rewinding import Rewinding
@@ -30,17 +40,9 @@ from statekit.tools import parse_action
 log = logging.getLogger(__name__)
 EPISODE_START = timedelta(hours=1)
 """Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
-WORLD_FORMAT = "2"
-"""Part of every world key: goldens built before the change journal existed are not reused."""
 WARM_APPS = 4
 """Applications kept attached to worlds this environment may see again (least recent detached)."""
 START_CACHE = 4096
-
-
-def world_key(fingerprint: dict[str, str], seed: int) -> str:
-    """The snapshot-cache key: (app version, fixture hash, builder version, ..., seed)."""
-    body = canonical_json({"fingerprint": fingerprint, "seed": seed, "statekit": WORLD_FORMAT})
-    return hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
 @dataclass
@@ -81,6 +83,8 @@ class Environment:
         *,
         max_steps: int | None = None,
         disable_controls: tuple[str, ...] = (),
+        cache: WorldCache | None = None,
+        worlds: WorldSet | None = None,
     ) -> None:
         known = (*CORE_CONTROLS, *(control.name for control in adapter.controls))
         unknown = sorted(set(disable_controls) - set(known))
@@ -96,7 +100,11 @@ class Environment:
         guarded = "egress" not in self.disabled_controls
         self._egress = EgressScope(adapter.allowed_endpoints(), enabled=guarded)
         self._held = HeldGenerators()  # the applications' own random generators, re-seeded per episode
-        self._fingerprint = adapter.fingerprint()
+        self.cache = cache or WorldCache(adapter, strategy)
+        """The snapshot cache: builds, leases and evicts goldens (``statekit.cache``)."""
+        self.worlds = worlds or WorldSet()
+        """The seeds a seedless reset draws from (``statekit.seeds``)."""
+        self.cache.egress = self._egress  # a world's build may reach out only where the adapter says
         self._episode: Episode | None = None
         self._world: World | None = None
         self._key = ""
@@ -107,14 +115,14 @@ class Environment:
         self._step_count = 0
         self._done = False
         self._snapshots: dict[str, _Snapshot] = {}
-        self._goldens: dict[str, Digest] = {}
+        self._goldens: dict[str, Digest] = Memo()  # bounded: seedless runs draw endless seeds
         """Digest of each golden, computed on its first copy. Episodes must not write while starting
         (``check_reset_restores`` compares it with a fresh digest), so it is also each episode's first."""
         self._digest: Digest | None = None
         """The latest digest of the current world: what the next one is updated from."""
         self._apps: OrderedDict[str, Any] = OrderedDict()
         self._starts: OrderedDict[str, _Start] = OrderedDict()
-        self.last_reset_cache = ""
+        self._closed = False
         self._egress.open()  # from here until close(), nothing in this process reaches out unannounced
         self._golden_dumps = GoldenDumps()
         self.last_verdict: Verdict | None = None
@@ -143,14 +151,23 @@ class Environment:
         return self._episode.task
 
     def reset(self, *, seed: int | None = None, options: dict[str, JSON] | None = None) -> tuple[JSON, dict]:
-        """Start an episode in a fresh copy of the seed's world; build that world on first use."""
+        """Start an episode in a fresh copy of the seed's world; build that world on first use.
+
+        The current episode ends only once the new one has started, so a refused reset (bad seed or
+        options, a failed build) leaves it exactly as it was. One exception: a ``Rewinding`` strategy
+        resetting to the live world's own seed rewinds that world, so the episode ends first; then only
+        what ``adapter.check_options`` refuses (asked before anything else) leaves it untouched.
+        """
+        self._require_open()
         if seed is None:
-            seed = int.from_bytes(true_random_bytes(4), "big") % 2**31
+            seed = self.worlds.draw()
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         options = dict(options or {})
-        self._end_episode()
-        key = self._ensure_golden(seed)
+        self.adapter.check_options(options)
+        key = self.cache.ensure(seed)
+        if self._world is not None and key == self._key and isinstance(self.strategy, Rewinding):
+            self._end_episode()  # its world is rewound in place for the new episode: options checked above
         controls = Controls(
             seed,
             start_offset=EPISODE_START,
@@ -184,7 +201,11 @@ class Environment:
                 return self._fail({"error": {"code": "environment_error", "message": message}})
             observation, noted = self._controls.report(outcome.observation)  # egress, replay misses, ...
             outcome = dataclasses.replace(outcome, observation=observation)
-            tick = outcome.advance or timedelta(seconds=self.adapter.tick_seconds)
+            tick = (
+                outcome.advance
+                if outcome.advance is not None
+                else timedelta(seconds=self.adapter.tick_seconds)
+            )
             self._controls.clock.advance(tick)
         terminated = outcome.done
         try:
@@ -196,7 +217,12 @@ class Environment:
             )
         truncated = not terminated and self._step_count >= self._max_steps(episode)
         self._done = terminated or truncated
-        info = {"episode_id": self._episode_id, "step": self._step_count, **noted}
+        info = {
+            "episode_id": self._episode_id,
+            "step": self._step_count,
+            "clock": self._controls.clock.isoformat(),
+            **noted,
+        }
         if terminated and self.last_verdict is not None:
             info["verdict"] = self.last_verdict.as_dict()
         return StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple()
@@ -237,21 +263,22 @@ class Environment:
         """
         self._require_episode()
         seed = self._seed
-        golden = self._golden_dumps.get(world_key(self._fingerprint, seed), lambda: self._golden_dump(seed))
+        golden = self._golden_dumps.get(self.cache.key(seed), lambda: self._golden_dump(seed))
         return ChangeSet.between(golden, self.dump())
 
     def _golden_dump(self, seed: int) -> StateDump:
-        cache = self.last_reset_cache  # reports the last reset, not this look at the golden
+        cache = self.cache.last  # reports the last reset, not this look at the golden
         try:
             with self.open_world(seed) as world:
                 return self.adapter.dump(world)
         finally:
-            self.last_reset_cache = cache
+            self.cache.last = cache
 
     @contextmanager
     def open_world(self, seed: int) -> Iterator[World]:
         """A fresh copy of the seed's initial world with no episode on it (schema and drift checks)."""
-        world = self.strategy.restore(self._ensure_golden(seed))
+        self._require_open()
+        world = self.strategy.restore(self.cache.ensure(seed))
         try:
             yield world
         finally:
@@ -290,13 +317,13 @@ class Environment:
 
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
         """Continue from a snapshot; the snapshot stays usable for more forks."""
+        self._require_open()
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
         controls = Controls(snap.seed, disabled=self.disabled_controls, egress=self._egress, held=self._held)
         controls.load(snap.controls)
-        if snap.mark is None:
-            self._end_episode()
+        if snap.mark is None:  # a captured copy: the episode ends once the copy's episode started
             obs, info = self._begin(snap.copy, snap.seed, snap.options, task=snap.task, controls=controls)
         else:
             world = self._bookmarked_world(snap)
@@ -321,6 +348,9 @@ class Environment:
 
     def close(self) -> None:
         """End the episode, drop snapshots, release the strategy and adapter. Safe twice."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             snapshots = list(self._snapshots.values())
             self._snapshots.clear()  # first: ending the episode must not copy bookmarks about to go
@@ -336,10 +366,15 @@ class Environment:
                 while self._apps:
                     _, app = self._apps.popitem()
                     self.adapter.detach(app)
-                self.strategy.close()
             finally:
-                self._egress.close()
-                self.adapter.close()
+                try:
+                    self.cache.close()  # its leases: the goldens this environment used may go now
+                finally:
+                    try:
+                        self.strategy.close()
+                    finally:
+                        self._egress.close()
+                        self.adapter.close()
 
     def end_episode(self) -> None:
         """End the current episode now and hand its world back to the strategy (``reset`` does this
@@ -348,7 +383,8 @@ class Environment:
 
     def prefetch(self, seeds: list[int]) -> None:
         """Tell the strategy which seeds come next so a pool can pre-clone them."""
-        self.strategy.prefetch([self._ensure_golden(seed) for seed in seeds])
+        self._require_open()
+        self.strategy.prefetch(self.cache.prefetch(seeds))
 
     def __enter__(self) -> Environment:
         return self
@@ -356,23 +392,12 @@ class Environment:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def last_reset_cache(self) -> str:
+        """ "hit" if the last reset's world came from the cache, "miss" if it was built."""
+        return self.cache.last
+
     # -- internals ----------------------------------------------------------------------------
-    def _ensure_golden(self, seed: int) -> str:
-        key = world_key(self._fingerprint, seed)
-        if self.strategy.has(key):
-            self.last_reset_cache = "hit"
-            return key
-        self.last_reset_cache = "miss"
-        build_controls = Controls(seed, purpose="build", egress=self._egress)
-
-        def build(world: World) -> None:
-            build_controls.bind(world)
-            with build_controls.active():
-                self.adapter.build_world(world, seed)
-
-        self.strategy.capture(key, build)
-        return key
-
     def _app(self, world: World, seed: int) -> Any:
         """The application attached to ``world``: kept warm while the world may come back. Attached
         under the seed's controls, so what it makes then (its generators, ids, timestamps) is seeded."""
@@ -427,6 +452,7 @@ class Environment:
                     self._starts.popitem(last=False)
             if key not in self._goldens:  # a copy equals its golden until the first step: hash it once
                 self._goldens[key] = self.adapter.digest(world)
+            self._end_episode()  # only now: a reset or restore refused above leaves the episode as it was
         except BaseException:
             if episode is not None:
                 episode.close()
@@ -474,7 +500,14 @@ class Environment:
         """An infrastructure failure inside a step: reward 0, truncated (the world may be half-written,
         so the episode cannot go on), and the reason in the observation and ``info["error"]``."""
         self._done = True
-        info = {"episode_id": self._episode_id, "step": self._step_count, "error": observation}
+        assert self._controls is not None
+        clock = self._controls.clock.isoformat()
+        info = {
+            "episode_id": self._episode_id,
+            "step": self._step_count,
+            "clock": clock,
+            "error": observation,
+        }
         return StepResult(observation, 0.0, False, True, info).as_tuple()
 
     def _score(self) -> float:
@@ -498,7 +531,15 @@ class Environment:
         episode.quiesce()
         return self._world
 
+    def _require_open(self) -> None:
+        if self._closed:
+            raise EnvironmentClosed(
+                "this environment was closed (its worlds and server are released): "
+                "make a new one with statekit.make(...)"
+            )
+
     def _require_episode(self) -> Episode:
+        self._require_open()
         if self._episode is None:
             raise ResetNeeded("step()/state() before reset(): call reset(seed=...) first")
         return self._episode

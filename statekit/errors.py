@@ -7,6 +7,7 @@ StatekitError
 ├── ResetError           a reset strategy could not build or restore a world
 │   └── RewindError      a world cannot be rewound in place (``reason``); it is discarded instead
 ├── ResetNeeded          step()/state() called before reset()
+├── EnvironmentClosed    any call on an Environment after close()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
 ├── ReplayMissError      an outbound request that no cassette recorded
 ├── EgressError          an outbound connection the egress guard refused (also a PermissionError)
@@ -63,6 +64,10 @@ class RewindError(ResetError):
 
 class ResetNeeded(StatekitError):
     """The environment has no episode yet: call reset(seed=...) first."""
+
+
+class EnvironmentClosed(StatekitError):
+    """The environment was closed; it holds no strategy or server any more, so it creates nothing."""
 
 
 class ActionError(StatekitError):

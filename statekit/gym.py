@@ -38,12 +38,12 @@ from statekit.client import RemoteEnvironment
 from statekit.contract import JSON
 from statekit.env import Environment
 from statekit.registry import registered
+from statekit.seeds import WorldSet
 
 PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F))
 """What ``json.dumps(..., ensure_ascii=True)`` can emit: space to tilde."""
 MAX_OBSERVATION_CHARS = 1 << 20
 MAX_ACTION_CHARS = 1 << 16
-SEED_BOUND = 2**31
 
 
 def encode(value: JSON) -> str:
@@ -68,7 +68,9 @@ class StatekitEnv(gymnasium.Env[str, str]):
     in-process with ``statekit.make(adapter, **make_options)`` (``db_url``, ``strategy``, ...). Or pass
     a ready ``env`` (an ``Environment`` or ``RemoteEnvironment``); it is closed with this one.
     ``reset(seed=None)`` draws the world's seed from Gymnasium's seeded generator, so one seeded reset
-    fixes the whole sequence of worlds, as Gymnasium users expect. ``info`` is statekit's, except
+    fixes the whole sequence of worlds, as Gymnasium users expect; it draws from the environment's
+    world set (``num_worlds``/``start_seed``: given here, made in-process with them, or read from the
+    harness's ``/health``), so a finite set stays finite. ``info`` is statekit's, except
     that step infos leave out the (random) ``episode_id``, which reset's info carries.
     """
 
@@ -81,11 +83,16 @@ class StatekitEnv(gymnasium.Env[str, str]):
         url: str | None = None,
         token: str | None = None,
         env: Environment | RemoteEnvironment | None = None,
+        num_worlds: int | None = None,
+        start_seed: int = 0,
         **make_options: Any,
     ) -> None:
-        if env is None:
-            env = RemoteEnvironment(url, token=token) if url else statekit.make(adapter, **make_options)
+        if env is None and url:
+            env = RemoteEnvironment(url, token=token)
+        elif env is None:
+            env = statekit.make(adapter, num_worlds=num_worlds, start_seed=start_seed, **make_options)
         self.env = env
+        self.worlds = _world_set(env, num_worlds, start_seed)
         self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=PRINTABLE)
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=PRINTABLE)
 
@@ -93,7 +100,7 @@ class StatekitEnv(gymnasium.Env[str, str]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        world = seed if seed is not None else int(self.np_random.integers(SEED_BOUND))
+        world = seed if seed is not None else self.worlds.draw_from(self.np_random)
         observation, info = self.env.reset(seed=world, options=options)
         return encode(observation), info
 
@@ -107,6 +114,15 @@ class StatekitEnv(gymnasium.Env[str, str]):
     def close(self) -> None:
         self.env.close()
         super().close()
+
+
+def _world_set(env: Environment | RemoteEnvironment, count: int | None, start: int) -> WorldSet:
+    if count is not None:
+        return WorldSet(count, start)
+    if isinstance(env, Environment):
+        return env.worlds
+    health = env.health()  # the harness says which worlds its seedless resets draw from
+    return WorldSet(health.get("num_worlds"), int(health.get("start_seed") or 0))
 
 
 def register_envs() -> list[str]:

@@ -115,6 +115,10 @@ class ClaimsApp:
             self.client.close()
             self.client = None
         self.engine.dispose()
+        # FastAPI's callable caches (4096 entries each) keep this app's route functions, and through
+        # their closures its session factory, for thousands of worlds: unbind the engine from it.
+        self.engine.clear_compiled_cache()
+        self.sessions.configure(bind=None)
 
 
 class ClaimsEpisode(Episode):
@@ -160,7 +164,7 @@ class ClaimsEpisode(Episode):
             self.submitted = True
             return Outcome({"submitted": True}, done=True)
         if tool == "wait":
-            hours = int(str(arguments["hours"]))
+            hours = int(float(str(arguments["hours"])))  # the schema admits 2.0 as an integer
             return Outcome({"waited_hours": hours}, advance=timedelta(hours=hours))
         return Outcome(self._request(tool, arguments))
 
@@ -363,6 +367,11 @@ class ClaimsAdapter(Adapter):
     def detach(self, app: Any) -> None:
         if isinstance(app, ClaimsApp):
             app.close()
+
+    def check_options(self, options: dict[str, JSON]) -> None:
+        requested = options.get("task")
+        if requested is not None and str(requested) not in KINDS:
+            raise ConfigError(f"unknown task kind {str(requested)!r}; kinds are {sorted(KINDS)}")
 
     def start_episode(
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None

@@ -8,6 +8,7 @@ statekit's own client, over the socket in the container's host-mounted directory
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -55,14 +56,18 @@ class RemoteEpisode(Episode):
         )
         self.tools = [Tool(t["name"], t["description"], t["input_schema"]) for t in self.remote.tools]
         self.reward = 0.0
+        self.clock = datetime.fromisoformat(str(info["clock"]))
+        """The world's own clock, inside the container; each step moves the environment's by as much."""
 
     def observe(self) -> JSON:
         return self.first_observation
 
     def call(self, tool: str, arguments: dict[str, JSON]) -> Outcome:
-        observation, reward, terminated, _, _ = self.remote.step({"tool": tool, **arguments})
+        observation, reward, terminated, _, info = self.remote.step({"tool": tool, **arguments})
         self.reward = reward
-        return Outcome(observation, done=terminated)
+        inside = datetime.fromisoformat(str(info["clock"]))
+        advance, self.clock = inside - self.clock, inside  # a 48-hour wait inside is 48 hours outside
+        return Outcome(observation, done=terminated, advance=advance)
 
     def score(self) -> float:
         return self.reward

@@ -6,7 +6,12 @@ from typing import Any
 
 from statekit.contract import Tool
 
-_REF = {"type": "string", "pattern": "^CLM-[0-9]{6}$", "description": "claim reference, e.g. CLM-000042"}
+_REF = {
+    "type": "string",
+    "pattern": "^CLM-[0-9]{6}$",
+    "maxLength": 10,  # with the pattern: no trailing newline, whichever regex dialect a client uses
+    "description": "claim reference, e.g. CLM-000042",
+}
 FILE_CLAIM_FIELDS = (
     "policy_number",
     "incident_date",
@@ -88,13 +93,17 @@ TOOLS = [
         _schema(
             {
                 "policy_number": {"type": "string", "minLength": 1, "maxLength": 32},
-                "incident_date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
-                "amount": {"type": "string", "pattern": "^[0-9]{1,10}([.][0-9]{1,2})?$"},
+                "incident_date": {
+                    "type": "string",
+                    "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                    "maxLength": 10,
+                },
+                "amount": {"type": "string", "pattern": "^[0-9]{1,10}([.][0-9]{1,2})?$", "maxLength": 13},
                 "description": {"type": "string", "minLength": 1, "maxLength": 5000},
                 "loss_line1": {"type": "string", "minLength": 1, "maxLength": 200},
                 "loss_city": {"type": "string", "minLength": 1, "maxLength": 100},
                 "loss_postcode": {"type": "string", "minLength": 1, "maxLength": 20},
-                "loss_country": {"type": "string", "pattern": "^[A-Za-z]{2}$"},
+                "loss_country": {"type": "string", "pattern": "^[A-Za-z]{2}$", "maxLength": 2},
             },
             list(FILE_CLAIM_FIELDS),
         ),

@@ -14,7 +14,7 @@ class Settings:
     fraud_url: str = f"{DEFAULT_VENDOR_BASE}/fraud"
     payment_url: str = f"{DEFAULT_VENDOR_BASE}/payments"
     address_url: str = f"{DEFAULT_VENDOR_BASE}/address"
-    vendor_api_key: str = "sk_live_demo_4f9a7c21e8b34d0f9a6e5b1c"
+    vendor_api_key: str = "demo-vendor-key-not-a-secret"  # set CLAIMS_VENDOR_API_KEY for real vendors
     sla_days: int = 5
     filing_window_days: int = 30
     max_upload_bytes: int = 5 * 1024 * 1024

@@ -10,7 +10,6 @@ statekit's owner label, so a crash mid-read leaves it to ``ContainerPerEpisode``
 from __future__ import annotations
 
 import io
-import os
 import re
 import tarfile
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from typing import Any
 
 from statekit.errors import ConfigError
 from statekit.strategies.container import OWNER_LABEL
-from statekit.strategies.naming import HOST_TAG
+from statekit.strategies.naming import Owner
 
 DIST_METADATA = re.compile(
     r"(?:(?:.+/)?site-packages|usr/local/lib/python3[^/]*/dist-packages)/[^/]+\.dist-info/METADATA"
@@ -65,7 +64,7 @@ def read_files(client: Any, image: str, wanted: Callable[[str], bool]) -> ImageF
             image,
             entrypoint=["/nonexistent"],  # never started; an entrypoint keeps create from needing a CMD
             network_disabled=True,
-            labels={OWNER_LABEL: f"{HOST_TAG}:{os.getpid()}"},
+            labels={OWNER_LABEL: Owner.current().label},
         )
     except Exception as exc:
         raise ConfigError(f"cannot create a container from image {image} to read it: {exc}") from exc

@@ -21,7 +21,6 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-import statekit
 from statekit.errors import ConfigError
 from statekit.harness.config import HarnessConfig
 from statekit.harness.errors import ApiError, error_body
@@ -44,6 +43,7 @@ from statekit.harness.models import (
 from statekit.harness.openenv import serve_socket
 from statekit.harness.schemas import environment_schemas
 from statekit.harness.sessions import SessionEnvironment, SessionPool
+from statekit.harness.worker import make_environment
 from statekit.harness.workers import WorkerPool
 from statekit.registry import resolve_adapter
 
@@ -97,9 +97,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     def make_env() -> SessionEnvironment:
         if workers is not None:
             return workers.open()
-        return statekit.make(
-            config.adapter, strategy=config.strategy, db_url=config.db_url, **config.adapter_options
-        )
+        return make_environment(config)
 
     pool = SessionPool(
         make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, clock=clock
@@ -107,8 +105,15 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # In-process sessions: one environment for the server's lifetime, never a session's. Making it
+        # sweeps what dead processes left (copies, builds, fork goldens) before the first session
+        # arrives, and it holds the database server so the embedded one is not stopped whenever the
+        # last session closes. Worker processes each keep such an environment themselves.
+        keeper: SessionEnvironment | None = None
         if workers is not None:
             await run_in_threadpool(workers.start)
+        else:
+            keeper = await run_in_threadpool(make_env)
         reaper = (
             asyncio.create_task(_reap_forever(pool, config.idle_timeout)) if config.idle_timeout else None
         )
@@ -122,6 +127,8 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
             await run_in_threadpool(pool.close_all)
             if workers is not None:
                 await run_in_threadpool(workers.close)
+            if keeper is not None:
+                await run_in_threadpool(keeper.close)
 
     app = FastAPI(
         title=f"statekit harness: {adapter_name}",
@@ -212,13 +219,16 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         return ClosedResponse(session_id=chosen, closed=True)
 
     @app.get("/health", operation_id="health", response_model=HealthResponse)
-    def health() -> HealthResponse:
-        """Liveness, for probes (open even when a token is set)."""
+    async def health() -> HealthResponse:
+        """Liveness, for probes (open even when a token is set). On the event loop, not in the thread
+        pool: a probe must answer while every worker thread is busy resetting worlds."""
         return HealthResponse(
             status="healthy",
             adapter=adapter_name,
             sessions=len(pool),
             max_sessions=pool.max_sessions,
+            num_worlds=config.num_worlds,
+            start_seed=config.start_seed,
             workers=len(workers) if workers is not None else 0,
         )
 
@@ -265,7 +275,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        codes = {404: "not_found", 405: "method_not_allowed"}
+        codes = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed"}  # 400: FastAPI's parser
         code = codes.get(exc.status_code, f"http_{exc.status_code}")
         message = f"{request.method} {request.url.path}: {exc.detail}"
         if exc.status_code in (404, 405):

@@ -8,6 +8,7 @@ from typing import Any
 
 from statekit.adapter import Adapter
 from statekit.errors import ConfigError
+from statekit.seeds import WorldSet
 
 MiB = 1 << 20
 
@@ -19,6 +20,8 @@ class HarnessConfig:
     ``adapter`` is a registered name, a ``"pkg.mod:attr"`` path or an Adapter class, never an
     instance: each session makes its own environment, and an adapter instance cannot be shared.
     ``idle_timeout`` (seconds) closes sessions nobody used for that long; 0 keeps them forever.
+    ``cache_bytes`` bounds the snapshot cache that every session (and process) on this server shares;
+    ``num_worlds``/``start_seed`` bound the seeds a seedless reset draws from (``statekit.make``).
     ``workers`` > 0 runs the sessions' environments in that many worker processes (each session
     pinned to one); 0 runs them in the serving process, where they take turns on one core.
     """
@@ -30,6 +33,9 @@ class HarnessConfig:
     max_sessions: int = 8
     idle_timeout: float = 600.0
     max_body_bytes: int = MiB
+    cache_bytes: int | None = None
+    num_worlds: int | None = None
+    start_seed: int = 0
     workers: int = 0
     adapter_options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -51,6 +57,9 @@ class HarnessConfig:
             )
         if self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        WorldSet(self.num_worlds, self.start_seed)  # refuses a bad world set at start, not per session
+        if self.cache_bytes is not None and self.cache_bytes < 0:
+            raise ConfigError(f"cache_bytes must be >= 0, got {self.cache_bytes}")
         if self.token is not None and not self.token.strip():
             raise ConfigError("the token is empty: pass a real secret, or none to serve without auth")
 

@@ -81,6 +81,8 @@ class HealthResponse(BaseModel):
     adapter: str
     sessions: int
     max_sessions: int
+    num_worlds: int | None = Field(default=None, description="seedless resets draw from this many worlds")
+    start_seed: int = Field(default=0, description="the first seed of that world set")
     workers: int = 0
     """Live worker processes (0: sessions run in the serving process)."""
 

@@ -88,6 +88,8 @@ def answer(pool: SessionPool, session_id: str, raw: str) -> dict[str, JSON] | No
         message = json.loads(raw)
     except ValueError as exc:
         return _error(INVALID_JSON, f"Invalid JSON: {exc}")
+    except RecursionError:  # the decoder's recursion limit: an attack or a bug, never an action
+        return _error(INVALID_JSON, "Invalid JSON: nested too deeply for this server to decode")
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         return _error(
             VALIDATION_ERROR, 'a message is a JSON object with a "type": reset, step, state or close'

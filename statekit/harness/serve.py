@@ -5,6 +5,7 @@ The URL is printed once the socket listens, so a caller that asked for port 0 le
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import logging
 import socket
@@ -13,6 +14,7 @@ from collections.abc import Callable
 import uvicorn
 
 from statekit.errors import ConfigError
+from statekit.harness import redact
 from statekit.harness.config import HarnessConfig
 
 
@@ -33,6 +35,19 @@ def bind(host: str, port: int) -> socket.socket:
             f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0 lets the system choose)"
         ) from exc
     return sock
+
+
+WS_PROTOCOL = "websockets-sansio"
+"""Named, not uvicorn's "auto": "auto" without a WebSocket library serves every /ws request a 404."""
+
+
+def check_websockets() -> None:
+    """uvicorn needs the ``websockets`` library for /ws; say so at start rather than 404 each client."""
+    if importlib.util.find_spec("websockets") is None:
+        raise ConfigError(
+            "statekit serve needs the 'websockets' library for OpenEnv's /ws (a dependency of statekit): "
+            "pip install 'websockets>=13', or reinstall statekit"
+        )
 
 
 def url_of(sock: socket.socket) -> str:
@@ -58,10 +73,13 @@ def serve(
     from statekit.harness.app import create_app  # FastAPI: not imported by worker processes
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    check_websockets()
     app = create_app(config)
     if uds is not None:
         announce(f"statekit: serving {config.adapter_name} on unix socket {uds}")
-        uvicorn.Server(uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on")).run()
+        unix = uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on", ws=WS_PROTOCOL)
+        redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
+        uvicorn.Server(unix).run()
         return
     sock = bind(host, port)
     url = url_of(sock)
@@ -71,8 +89,11 @@ def serve(
             "connect can drive its environments; pass --token (or set STATEKIT_TOKEN)"
         )
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level=log_level, ws_max_size=config.max_body_bytes, lifespan="on")
+        uvicorn.Config(
+            app, log_level=log_level, ws=WS_PROTOCOL, ws_max_size=config.max_body_bytes, lifespan="on"
+        )
     )
+    redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
     ws = url.replace("http://", "ws://", 1)
     announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv's WebSocket protocol: {ws}/ws)")
     try:

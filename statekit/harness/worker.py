@@ -46,8 +46,15 @@ ENV_METHODS = frozenset({"reset", "step", "state", "snapshot", "restore", "dump"
 
 
 def make_environment(config: HarnessConfig) -> Environment:
+    """A session's environment, in a worker or (with no workers) in the serving process."""
     return statekit.make(
-        config.adapter, strategy=config.strategy, db_url=config.db_url, **config.adapter_options
+        config.adapter,
+        strategy=config.strategy,
+        db_url=config.db_url,
+        cache_bytes=config.cache_bytes,
+        num_worlds=config.num_worlds,
+        start_seed=config.start_seed,
+        **config.adapter_options,
     )
 
 

@@ -42,6 +42,7 @@ from statekit.contract import JSON, State
 from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError, EnvironmentLost, StatekitError
 from statekit.harness.config import HarnessConfig
+from statekit.tools import transportable
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class HostedEnvironment:
         return result
 
     def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]:
-        result: tuple[JSON, float, bool, bool, dict] = self._call("step", action)
+        result: tuple[JSON, float, bool, bool, dict] = self._call("step", transportable(action))
         return result
 
     def state(self) -> State:

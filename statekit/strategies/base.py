@@ -42,6 +42,9 @@ class ResetStrategy(ABC):
     """Three verbs, plus ``has`` so a cache can tell a hit from a miss."""
 
     name: str = "strategy"
+    persistent: bool = True
+    """Goldens outlive the process (on a server, a disk, an image store), so the world cache's record
+    of them is shared by every process; False for goldens held in process memory."""
     last_restore: str = "restored"
     """How the latest ``restore`` was served: "restored" (a fresh copy), "pooled" (a copy made ahead of
     time), "rewound" (a used copy put back in place). Reported in ``reset``'s info."""
@@ -67,6 +70,10 @@ class ResetStrategy(ABC):
 
     def drop(self, key: str) -> None:  # noqa: B027 - optional verb with a no-op default
         """Forget the golden under ``key`` (used for snapshots that are no longer needed)."""
+
+    def footprint(self, key: str) -> int | None:
+        """Bytes the golden under ``key`` occupies (None: unknown). The world cache's budget counts it."""
+        return None
 
     def prefetch(self, keys: list[str]) -> None:  # noqa: B027 - a hint; plain strategies ignore it
         """A hint that ``keys`` will be restored soon (pools pre-clone them)."""

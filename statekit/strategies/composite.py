@@ -122,6 +122,10 @@ class Composite(ResetStrategy):
         for part in self.parts.values():
             part.drop(key)
 
+    def footprint(self, key: str) -> int | None:
+        sizes = [size for part in self.parts.values() if (size := part.footprint(key)) is not None]
+        return sum(sizes) if sizes else None
+
     def prefetch(self, keys: list[str]) -> None:
         for part in self.parts.values():
             part.prefetch(keys)

@@ -7,8 +7,9 @@
   ``--network none``, memory, CPU and pid limits, optionally a read-only root; wait until ``ready``.
 - discard: remove the container (forced) and its socket directory.
 
-Containers carry the label ``statekit.owner=HOST:PID``; a new strategy removes the containers of dead
-processes on this host at start, so a crash never leaves containers behind. The host talks to a
+Containers carry the label ``statekit.owner=HOST:PID:START`` (``naming.Owner``); a new strategy
+removes the containers (and fork golden images) of dead processes on this host at start, so a crash
+never leaves containers behind. The host talks to a
 container through a Unix socket in a bind-mounted directory: with no network at all there is no port
 to publish, and a socket file is reachable only by this machine's processes.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -31,7 +31,7 @@ from typing import Any
 
 from statekit.errors import ConfigError, ResetError
 from statekit.strategies.base import Builder, ResetStrategy, World
-from statekit.strategies.naming import HOST_TAG, CopyNamer, check_key, pid_alive
+from statekit.strategies.naming import CopyNamer, Owner, check_key, snapshot_owner
 
 log = logging.getLogger(__name__)
 OWNER_LABEL = "statekit.owner"
@@ -97,7 +97,7 @@ class ContainerPerEpisode(ResetStrategy):
             "tmpfs": dict(tmpfs or ({"/tmp": "rw,size=256m"} if read_only else {})),
         }
         self.names = CopyNamer("skc")
-        self.owner = f"{HOST_TAG}:{os.getpid()}"
+        self.owner = Owner.current().label
         self._started: set[str] = set()
         self._sockets = Path(tempfile.mkdtemp(prefix="statekit-containers-"))
         self._sockets.chmod(0o755)
@@ -105,14 +105,22 @@ class ContainerPerEpisode(ResetStrategy):
 
     # -- housekeeping -------------------------------------------------------------------------
     def sweep_orphans(self) -> list[str]:
-        """Remove containers of dead statekit processes on this host."""
+        """Remove the containers and snapshot (fork) golden images of dead statekit processes on this host."""
         removed = []
         for container in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            host, _, pid = str(container.labels.get(OWNER_LABEL, "")).partition(":")
-            if host == HOST_TAG and pid.isdigit() and not pid_alive(int(pid)):
+            owner = Owner.from_label(str(container.labels.get(OWNER_LABEL, "")))
+            if owner is not None and not owner.is_alive():
                 log.warning("removing orphan container %s", container.name)
                 container.remove(force=True)
                 removed.append(str(container.name))
+        for image in self.client.images.list(name=GOLDEN_REPO):
+            for tag in image.tags:
+                owner = snapshot_owner(tag.rpartition(":")[2])
+                if tag.startswith(f"{GOLDEN_REPO}:") and owner is not None and not owner.is_alive():
+                    log.warning("removing the snapshot golden image %s of a dead process", tag)
+                    with contextlib.suppress(Exception):  # in use, or removed by a concurrent sweep
+                        self.client.images.remove(tag, force=True)
+                        removed.append(tag)
         return removed
 
     def golden_tag(self, key: str) -> str:
@@ -160,6 +168,15 @@ class ContainerPerEpisode(ResetStrategy):
     def drop(self, key: str) -> None:
         with contextlib.suppress(Exception):  # never captured, or already dropped
             self.client.images.remove(self.golden_tag(key), force=True)
+
+    def footprint(self, key: str) -> int | None:
+        """What the golden image adds to the image it was started from (layers below are shared)."""
+        try:
+            golden = self.client.images.get(self.golden_tag(key))
+            base = self.client.images.get(self.image_id)
+        except Exception:
+            return None
+        return max(0, int(golden.attrs.get("Size", 0)) - int(base.attrs.get("Size", 0)))
 
     def close(self) -> None:
         """Remove the containers this instance started (other instances in the process keep theirs)."""

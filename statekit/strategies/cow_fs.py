@@ -47,7 +47,7 @@ from pathlib import Path
 from statekit.digest.files import walk
 from statekit.errors import ConfigError, ResetError, RewindError
 from statekit.strategies.base import Builder, ResetStrategy, World
-from statekit.strategies.naming import CopyNamer, check_key
+from statekit.strategies.naming import CopyNamer, check_key, snapshot_owner
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +236,24 @@ class CowFilesystem(ResetStrategy):
             os.rename(golden, self._trash / f"{key}.{secrets.token_hex(4)}")
         self._purge_trash()
 
+    def footprint(self, key: str) -> int | None:
+        """Disk blocks of the golden tree, as ``du`` counts them (a hard-linked file once)."""
+        golden = self._goldens / check_key(key)
+        if not golden.is_dir():
+            return None
+        seen: set[tuple[int, int]] = set()
+        total = 0
+        for folder, dirs, files in os.walk(golden):
+            for name in (folder, *(os.path.join(folder, entry) for entry in (*dirs, *files))):
+                try:
+                    info = os.lstat(name)
+                except FileNotFoundError:  # dropped meanwhile
+                    continue
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += info.st_blocks * 512
+        return total
+
     # -- rewinding in place ---------------------------------------------------------------------
     def _copy_of(self, world: World) -> CowCopy:
         if not isinstance(world.handle, CowCopy) or not (self._copies / world.id).exists():
@@ -312,7 +330,11 @@ class CowFilesystem(ResetStrategy):
 
     # -- orphans --------------------------------------------------------------------------------
     def sweep_orphans(self) -> list[str]:
-        """Unmount and delete the copies and builds of dead processes on this host; return their names."""
+        """Unmount and delete the copies, builds and snapshot goldens of dead processes on this host.
+
+        Returns their names. Copies go first: an overlay copy may read a snapshot golden as its lower
+        layer. The snapshot cache's goldens have no owner and stay.
+        """
         swept = []
         for folder in (self._copies, self._upper, self._marks, self._building):
             for entry in sorted(os.listdir(folder)):
@@ -320,6 +342,12 @@ class CowFilesystem(ResetStrategy):
                     log.warning("removing orphan %s", folder / entry)
                     self._remove_tree(folder / entry)
                     swept.append(entry)
+        for entry in sorted(os.listdir(self._goldens)):
+            owner = snapshot_owner(entry)
+            if owner is not None and not owner.is_alive():
+                log.warning("dropping the snapshot golden %s of a dead process", entry)
+                self.drop(entry)
+                swept.append(entry)
         self._purge_trash()
         return sorted(set(swept))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import pickle
 from typing import Any
 
 from statekit.errors import ResetError, RewindError
@@ -14,6 +15,7 @@ class InMemory(ResetStrategy):
     """Each world's ``handle`` is a dict the adapter reads and writes directly."""
 
     name = "memory"
+    persistent = False
 
     def __init__(self) -> None:
         self._goldens: dict[str, dict[str, Any]] = {}
@@ -70,6 +72,10 @@ class InMemory(ResetStrategy):
 
     def drop(self, key: str) -> None:
         self._goldens.pop(key, None)
+
+    def footprint(self, key: str) -> int | None:
+        golden = self._goldens.get(key)
+        return None if golden is None else len(pickle.dumps(golden))
 
     @property
     def live_count(self) -> int:

@@ -87,6 +87,9 @@ class PostgresTemplate(ResetStrategy):
                 url = self.server.create_database(scratch)
                 source(World(id=scratch, location=url))
             self._install_journal(scratch)
+            # Frozen and analysed before it is published: autovacuum would otherwise add visibility
+            # and free-space maps to the golden later (~4 % of a claims world), past its recorded size.
+            self.server.vacuum(scratch)
             if self.server.exists(golden):  # another process published it first
                 self.server.drop_database(scratch)
                 return
@@ -154,6 +157,9 @@ class PostgresTemplate(ResetStrategy):
 
     def drop(self, key: str) -> None:
         self.server.drop_database(self.names.golden(key))
+
+    def footprint(self, key: str) -> int | None:
+        return self.server.database_size(self.names.golden(key))
 
     def close(self) -> None:
         on_close, self._on_close = self._on_close, None

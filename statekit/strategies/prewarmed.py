@@ -55,6 +55,9 @@ class Prewarmed(ResetStrategy):
         self.last_restore = self.inner.last_restore
         return world
 
+    def footprint(self, key: str) -> int | None:
+        return self.inner.footprint(key)
+
     def prefetch(self, keys: list[str]) -> None:
         with self._cond:
             for key in keys:

@@ -51,6 +51,7 @@ class Rewinding(ResetStrategy):
             raise ValueError("max_parked must be at least 1")
         self.inner = inner
         self.name = f"rewind({inner.name})"
+        self.persistent = inner.persistent
         self.max_parked = max_parked
         self.stats = RewindStats()
         self._keys: dict[str, str] = {}  # world id -> key, for every copy of ours that is alive
@@ -86,6 +87,14 @@ class Rewinding(ResetStrategy):
             self.stats.cloned += 1
             self.last_restore = self.inner.last_restore
         return world
+
+    def parked_keys(self) -> set[str]:
+        """The keys of the copies waiting to be rewound into (a cache must keep their goldens)."""
+        with self._lock:
+            return {self._keys[world_id] for world_id in self._parked if world_id in self._keys}
+
+    def footprint(self, key: str) -> int | None:
+        return self.inner.footprint(key)
 
     def take(self, world_id: str) -> World | None:
         """Un-park one particular copy (to restore a bookmark of it), or None if it is gone."""

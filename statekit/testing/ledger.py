@@ -128,6 +128,11 @@ class LedgerAdapter(Adapter):
             }
         ]
 
+    def check_options(self, options: dict[str, JSON]) -> None:
+        steps = options.get("max_steps", 8)
+        if isinstance(steps, bool) or not isinstance(steps, int | str) or not str(steps).isdigit():
+            raise ValueError(f"max_steps must be a positive integer, got {steps!r}")
+
     def start_episode(
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:

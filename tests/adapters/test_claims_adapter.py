@@ -7,14 +7,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 import statekit
 from adapters.claims_app import ClaimsAdapter
-from statekit.errors import ConfigError, SpecError
+from statekit.errors import ConfigError, EnvironmentClosed, SpecError
 from statekit.postgres import PostgresServer
+from statekit.postgres.embedded import statekit_home
 from statekit.testing import check_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +69,20 @@ def test_every_task_kind_is_valid(env: statekit.Environment, kind: str) -> None:
     assert check_task(env, kind, seed=11, repeats=5) is None  # SWE-bench's rule, five times over
 
 
+@pytest.mark.parametrize(
+    ("reason", "reward"),
+    [("no", 0.0), ("rejected", 0.0), ("Filed 41 days after the incident: past the 30-day window", 1.0)],
+)
+def test_a_late_filing_denial_must_name_the_rule(
+    env: statekit.Environment, reason: str, reward: float
+) -> None:
+    """The prompt asks for a reason that names the rule; any other reason is not the task done."""
+    env.reset(seed=11, options={"task": "deny_late_filing"})
+    [deny, submit] = env.adapter.reference_actions(env.task)
+    env.step({**deny, "reason": reason})
+    assert env.step(submit)[1] == reward
+
+
 def test_tools_reach_the_app_and_errors_are_observations(env: statekit.Environment) -> None:
     _, info = env.reset(seed=7)
     listed, *_ = env.step({"tool": "list_claims", "status": "submitted", "limit": 3})
@@ -78,6 +94,54 @@ def test_tools_reach_the_app_and_errors_are_observations(env: statekit.Environme
     unknown, *_ = env.step({"tool": "delete_everything"})
     assert unknown["error"]["code"] == "unknown_tool"
     assert env.state().digest == info["digest"], "reads and rejected actions change nothing"
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"tool": "get_claim", "reference": "CLM-000149\n"},  # Python's `$` matches before a final newline
+        {"tool": "add_note", "reference": "CLM-000149\n", "body": "x"},
+        {
+            "tool": "file_claim",
+            "policy_number": "P",
+            "incident_date": "2026-01-01\n",
+            "amount": "10",
+            "description": "d",
+            "loss_line1": "l",
+            "loss_city": "c",
+            "loss_postcode": "p",
+            "loss_country": "US",
+        },
+        {"tool": "list_claims", "q": "\ud800"},  # a lone surrogate: valid JSON, not valid text
+        {"tool": "add_note", "reference": "CLM-000149", "body": "a\udfffb"},
+        {
+            "tool": "list_claims",
+            "q": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],
+        },
+    ],
+    ids=["newline-ref", "newline-ref-note", "newline-date", "lone-surrogate", "lone-surrogate-body", "deep"],
+)
+def test_schema_edge_cases_are_refused_as_arguments_not_crashes(
+    env: statekit.Environment, action: dict[str, object]
+) -> None:
+    _, info = env.reset(seed=7)
+    obs, reward, terminated, truncated, _ = env.step(action)
+    assert obs["error"]["code"] in ("invalid_arguments", "malformed_action"), obs
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert env.state().digest == info["digest"]
+    assert env.step({"tool": "list_claims", "limit": 1})[0]["status"] == 200, "the episode goes on"
+
+
+def test_integral_floats_are_integers_as_json_schema_says(env: statekit.Environment) -> None:
+    _, info = env.reset(seed=7)
+    waited, _, _, truncated, _ = env.step({"tool": "wait", "hours": 2.0})
+    assert waited == {"waited_hours": 2} and not truncated
+    moved = datetime.fromisoformat(env.state().clock) - datetime.fromisoformat(info["clock"])
+    assert moved == timedelta(hours=2)
+    listed, _, _, truncated, _ = env.step({"tool": "list_claims", "limit": 3.0})
+    assert listed["status"] == 200 and len(listed["body"]["items"]) == 3 and not truncated
+    half, *_ = env.step({"tool": "wait", "hours": 1.5})
+    assert half["error"]["code"] == "invalid_arguments"
 
 
 def test_hidden_facts_are_not_in_observations_or_info(env: statekit.Environment) -> None:
@@ -106,10 +170,29 @@ def test_failed_resets_leave_no_database_behind(
     live = env.world.handle["db"].id
     before = pg_cluster.databases("skclaims_e_")
     assert live in before
+    env.step({"tool": "list_claims", "limit": 1})
+    state = env.state()
     with pytest.raises(ConfigError, match="unknown task kind 'nope'"):
         env.reset(seed=7, options={"task": "nope"})
-    after = pg_cluster.databases("skclaims_e_")
-    assert set(after) <= set(before), "no copy is left behind (the rewound world waits for the next reset)"
+    assert pg_cluster.databases("skclaims_e_") == before, "the refused copy is gone, the live episode stays"
+    assert env.state() == state and env.world.handle["db"].id == live
+    assert env.step({"tool": "list_claims", "limit": 1})[0]["status"] == 200
+
+
+def test_a_closed_environment_creates_no_database_copy_or_golden(
+    pg_url: str, pg_cluster: PostgresServer
+) -> None:
+    files = statekit_home() / "files" / "claims_app"
+    made = statekit.make("claims_app", db_url=pg_url)
+    made.reset(seed=7)
+    made.close()
+    databases = pg_cluster.databases("skclaims_")
+    trees = sorted(str(p.relative_to(files)) for p in files.glob("*/*"))
+    for call in (lambda: made.reset(seed=9), made.snapshot, lambda: made.prefetch([10])):
+        with pytest.raises(EnvironmentClosed):
+            call()
+    assert pg_cluster.databases("skclaims_") == databases
+    assert sorted(str(p.relative_to(files)) for p in files.glob("*/*")) == trees
 
 
 def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> None:

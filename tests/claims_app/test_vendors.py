@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from examples.claims_app.config import Settings
 from examples.claims_app.errors import IntegrationError
 from examples.claims_app.integrations import AddressValidator, FraudClient, PaymentGateway
 from examples.claims_app.vendors.app import create_vendor_app
 
-KEY = {"Authorization": "Bearer sk_test_123"}
+KEY = {"Authorization": "Bearer demo-key"}
 
 
 @pytest.fixture
@@ -91,3 +95,20 @@ def test_client_errors_become_integration_errors(vendors_url: str) -> None:
             amount=Decimal("-1"), currency="USD", reference="r", idempotency_key="k"
         )
     assert caught.value.status_code == 502 and caught.value.code == "integration_failed"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+LOOKS_LIVE = re.compile("sk_" + r"(live|test)_[0-9A-Za-z_]{8,}|(?:ghp|xox[bp])_[0-9A-Za-z]{16,}")
+"""What secret scanners flag: Stripe-style keys, GitHub and Slack tokens."""
+
+
+def test_the_default_vendor_key_is_obviously_fake_and_nothing_looks_like_a_live_secret() -> None:
+    key = Settings(db_url="sqlite://").vendor_api_key
+    assert "not-a-secret" in key and not LOOKS_LIVE.search(key)
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    flagged = [
+        name
+        for name in tracked.decode().split("\0")
+        if name and (ROOT / name).is_file() and LOOKS_LIVE.search((ROOT / name).read_text(errors="replace"))
+    ]
+    assert flagged == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -36,6 +37,22 @@ def test_a_seed_digest_is_the_same_whichever_strategy_served_it(
     got = rollout(container_env, seed=7, actions=script, options=TASK)
     assert got == expected, "digests, observations and rewards match the template strategy"
     assert got.rewards[-1] == 1.0
+
+
+def test_the_clock_outside_follows_the_world_inside(pg_url: str, container_env: statekit.Environment) -> None:
+    """A 48-hour wait moves the world inside the container 48 hours; the environment's clock too."""
+    actions = [{"tool": "wait", "hours": 48}, {"tool": "list_claims", "limit": 1}]
+    clocks = {}
+    with statekit.make("claims_app", db_url=pg_url) as template:
+        for name, env in (("template", template), ("container", container_env)):
+            _, info = env.reset(seed=7, options=TASK)
+            for action in actions:
+                *_, step_info = env.step(action)
+            clocks[name] = (info["clock"], step_info["clock"], env.state().clock)
+    start, after_steps, now = clocks["container"]
+    assert clocks["container"] == clocks["template"]
+    assert datetime.fromisoformat(now) - datetime.fromisoformat(start) == timedelta(hours=48, minutes=1)
+    assert after_steps == now
 
 
 def test_episode_containers_are_pinned_and_offline(container_env: statekit.Environment) -> None:

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from statekit.strategies.base import World
-from statekit.strategies.container import OWNER_LABEL, ContainerPerEpisode, docker_client, exec_in
+from statekit.strategies.container import (
+    GOLDEN_REPO,
+    OWNER_LABEL,
+    ContainerPerEpisode,
+    docker_client,
+    exec_in,
+)
+from statekit.strategies.naming import HOST_TAG, Owner, snapshot_key
 from statekit.testing.strategies import STRATEGY_CHECKS, Probe
 
 BASE = "statekit/base:bookworm"
@@ -90,6 +97,34 @@ def test_a_killed_controller_leaves_no_containers() -> None:
         assert client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"}) == []
     finally:
         fresh.drop("crashprobe")
+        fresh.close()
+
+
+def test_the_sweep_keys_containers_and_fork_images_by_pid_and_start_time() -> None:
+    """A dead owner's, and a live pid's with another start time (a reused pid), are swept; ours stay."""
+    client = docker_client()
+    exited = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    me = Owner.current()
+    dead, reused = Owner(HOST_TAG, int(exited.stdout), 1), Owner(HOST_TAG, os.getppid(), 1)
+    made = {
+        who: client.containers.create(BASE, command=["true"], labels={OWNER_LABEL: who.label})
+        for who in (dead, reused, me)
+    }
+    fork_tags = {who: f"{GOLDEN_REPO}:{snapshot_key('sweepprobe', owner=who)}" for who in (dead, me)}
+    for tag in fork_tags.values():
+        client.images.get(BASE).tag(*tag.split(":"))
+    fresh = ContainerPerEpisode(BASE, command=["sleep", "infinity"])
+    try:
+        left = {c.id for c in client.containers.list(all=True, filters={"label": OWNER_LABEL})}
+        assert made[dead].id not in left and made[reused].id not in left
+        assert made[me].id in left
+        assert fork_tags[dead] in fresh.swept
+        assert fork_tags[me] in [t for image in client.images.list(name=GOLDEN_REPO) for t in image.tags]
+    finally:
+        made[me].remove(force=True)
+        client.images.remove(fork_tags[me])
         fresh.close()
 
 

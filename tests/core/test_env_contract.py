@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import statekit
-from statekit.errors import ConfigError, ResetNeeded
+from statekit.errors import ConfigError, EnvironmentClosed, ResetNeeded
 from statekit.strategies.memory import InMemory
 from statekit.testing import check_env, check_reset_restores, rollout
 from statekit.testing.ledger import LedgerAdapter
@@ -204,3 +204,55 @@ def test_a_fork_of_a_finished_episode_stays_finished(env: statekit.Environment) 
     env.restore(fork)
     with pytest.raises(ResetNeeded, match="has ended"):
         env.step({"tool": "balances"})
+
+
+def test_a_refused_reset_keeps_the_episode_it_would_have_replaced(env: statekit.Environment) -> None:
+    """Options are checked by starting the new episode before the old one ends: a refusal loses nothing."""
+    env.reset(seed=5)
+    env.step({"tool": "balances"})
+    before = env.state()
+    with pytest.raises(ValueError):
+        env.reset(seed=6, options={"max_steps": "lots"})
+    assert env.state() == before, "the refused reset must leave the live episode exactly as it was"
+    assert env.step({"tool": "balances"})[4]["step"] == 2
+    assert isinstance(env.strategy, InMemory)
+    assert env.strategy.live_count == 1, "the refused copy is discarded"
+
+
+def test_a_closed_environment_refuses_everything_and_creates_nothing() -> None:
+    env = statekit.make(LedgerAdapter)
+    env.reset(seed=1)
+    fork = env.snapshot()
+    env.close()
+    strategy = env.strategy
+    assert isinstance(strategy, InMemory)
+    goldens = dict(strategy._goldens)
+    calls = {
+        "reset": lambda: env.reset(seed=2),
+        "step": lambda: env.step({"tool": "balances"}),
+        "state": env.state,
+        "snapshot": env.snapshot,
+        "restore": lambda: env.restore(fork),
+        "prefetch": lambda: env.prefetch([3]),
+    }
+    for name, call in calls.items():
+        with pytest.raises(EnvironmentClosed, match=r"closed.*statekit\.make"):
+            call()
+        assert strategy.live_count == 0, f"{name} after close restored a copy"
+        assert strategy._goldens == goldens, f"{name} after close built a golden"
+    env.close()  # still safe twice
+
+
+def test_a_refused_reset_to_the_live_worlds_seed_keeps_the_episode_under_rewind() -> None:
+    """With ``rewind`` a reset to the same seed reuses the live world, so the adapter's check_options
+    refuses bad options before the episode ends."""
+    with statekit.make(LedgerAdapter, strategy="rewind") as env:
+        env.reset(seed=5)
+        world = env.world.id
+        env.step({"tool": "balances"})
+        before = env.state()
+        with pytest.raises(ValueError, match="max_steps"):
+            env.reset(seed=5, options={"max_steps": "lots"})
+        assert env.state() == before and env.world.id == world
+        _, info = env.reset(seed=5)
+        assert (env.world.id, info["world"]) == (world, "rewound"), "a good reset still rewinds in place"

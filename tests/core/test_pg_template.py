@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 
 from statekit.postgres import PostgresServer
-from statekit.strategies.naming import HOST_TAG, check_key
+from statekit.strategies.naming import HOST_TAG, CopyNamer, Owner, check_key, snapshot_key
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
-from tests.core.test_strategy_contract import PG_PROBE
+from tests.core.test_strategy_contract import PG_PROBE, _sql
 
 
-def test_orphans_of_a_dead_process_are_dropped_at_start(pg_cluster: PostgresServer) -> None:
+def _dead_owner() -> Owner:
+    """The owner of a process that has exited and been reaped."""
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    dead_pid = int(dead.stdout)
-    orphan_ep = f"sko_e_{HOST_TAG}_{dead_pid}_1"
-    orphan_build = f"sko_b_{HOST_TAG}_{dead_pid}_abc"
-    mine = f"sko_e_{HOST_TAG}_{os.getpid()}_999"
+    return Owner(HOST_TAG, int(dead.stdout), 1)
+
+
+def test_orphans_of_a_dead_process_are_dropped_at_start(pg_cluster: PostgresServer) -> None:
+    theirs = CopyNamer("sko", owner=_dead_owner())
+    orphan_ep, orphan_build = theirs.episode(), theirs.building("abc")
+    mine = CopyNamer("sko").episode()
     for name in (orphan_ep, orphan_build, mine):
         pg_cluster.create_database(name)
     strategy = PostgresTemplate(pg_cluster, prefix="sko")
@@ -89,13 +92,8 @@ def test_pool_serves_from_ready_copies(pg_cluster: PostgresServer) -> None:
 
 def test_snapshot_goldens_of_a_dead_process_are_swept(pg_cluster: PostgresServer) -> None:
     """Unlike the snapshot cache's goldens, a fork's golden belongs to its process."""
-    from statekit.strategies.naming import snapshot_key
-
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
     mine = snapshot_key("abc123")
-    theirs = mine.replace(f"{os.getpid()}x", f"{int(dead.stdout)}x", 1)
+    theirs = snapshot_key("abc123", owner=_dead_owner())
     cached = "cachekey1"
     for key in (mine, theirs, cached):
         pg_cluster.create_database(f"sksn_g_{key}")
@@ -104,3 +102,22 @@ def test_snapshot_goldens_of_a_dead_process_are_swept(pg_cluster: PostgresServer
     assert sorted(pg_cluster.databases("sksn_")) == sorted([f"sksn_g_{mine}", f"sksn_g_{cached}"])
     for key in (mine, cached):
         strategy.drop(key)
+
+
+def test_a_golden_is_published_vacuumed_so_its_recorded_size_holds(pg_cluster: PostgresServer) -> None:
+    """Autovacuum must find nothing to do in a golden: its visibility and free-space maps (a few
+    pages per table and index) would grow it past the size the cache recorded."""
+    strategy = PostgresTemplate(pg_cluster, prefix="skv")
+    tables = "".join(
+        f"CREATE TABLE t{n} (v int PRIMARY KEY, note text);"
+        f"INSERT INTO t{n} SELECT i, repeat('x', 40) FROM generate_series(1, 3000) i;"
+        for n in range(12)
+    )
+    strategy.capture("vac1", lambda w: _sql(w, tables))
+    size = strategy.footprint("vac1")
+    assert size is not None
+    pg_cluster.vacuum(strategy.names.golden("vac1"))  # what autovacuum would do, later
+    after = strategy.footprint("vac1")
+    assert after is not None and abs(after - size) <= 4 * 8192, f"{size} -> {after}"
+    strategy.drop("vac1")
+    assert strategy.footprint("vac1") is None

@@ -95,7 +95,7 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "STATEKIT_TOKEN": ""},
+        env={k: v for k, v in os.environ.items() if k != "STATEKIT_TOKEN"},
     )
     lines: list[str] = []
     try:

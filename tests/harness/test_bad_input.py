@@ -113,6 +113,30 @@ def test_an_unknown_tool_is_a_normal_step_with_an_error_observation(http: httpx.
         assert body["reward"] == 0.0 and body["terminated"] is False
 
 
+@pytest.mark.parametrize(
+    ("action", "code"),
+    [
+        ('{"tool": "transfer", "source": "\\ud800", "target": "bob", "cents": 1}', "invalid_arguments"),
+        ('{"tool": "balances", "x": ' + "[" * 500 + "]" * 500 + "}", "malformed_action"),
+        ("[" * 100_000 + "]" * 100_000, None),
+    ],
+    ids=["lone-surrogate", "nested-action", "nested-body"],
+)
+def test_hostile_json_in_a_step_is_refused_and_the_session_goes_on(
+    http: httpx.Client, action: str, code: str | None
+) -> None:
+    session = http.post("/reset", json={"seed": 1}).json()["session_id"]
+    body = f'{{"session_id": "{session}", "action": {action}}}'.encode()
+    response = http.post("/step", content=body, headers=JSON)
+    assert response.status_code < 500, response.text
+    if code is None:
+        assert response.status_code == 400 and _error(response)["code"] == "malformed_json"
+    else:
+        assert response.status_code == 200 and response.json()["observation"]["error"]["code"] == code
+    ok = http.post("/step", json={"session_id": session, "action": {"tool": "balances"}})
+    assert ok.status_code == 200 and not ok.json()["truncated"]
+
+
 def test_step_before_reset_and_after_the_end_ask_for_a_reset(http: httpx.Client) -> None:
     session = http.post("/reset", json={"seed": 1, "options": {"max_steps": 1}}).json()["session_id"]
     assert http.post("/step", json={"session_id": session, "action": {"tool": "balances"}}).json()[
@@ -127,6 +151,17 @@ def test_a_failed_reset_in_a_new_session_leaves_no_session_behind(http: httpx.Cl
     before = http.get("/health").json()["sessions"]
     assert http.post("/reset", json={"options": {"max_steps": []}}).status_code == 422
     assert http.get("/health").json()["sessions"] == before
+
+
+def test_a_refused_reset_of_a_session_keeps_its_episode(http: httpx.Client) -> None:
+    session = http.post("/reset", json={"seed": 5}).json()["session_id"]
+    http.post("/step", json={"session_id": session, "action": {"tool": "balances"}})
+    before = http.get("/state", params={"session_id": session}).json()
+    refused = http.post("/reset", json={"session_id": session, "seed": 6, "options": {"max_steps": "x"}})
+    assert refused.status_code == 422 and _error(refused)["code"] == "invalid_reset"
+    assert http.get("/state", params={"session_id": session}).json() == before
+    step = http.post("/step", json={"session_id": session, "action": {"tool": "balances"}})
+    assert step.status_code == 200 and step.json()["info"]["step"] == 2
 
 
 def test_restore_needs_a_snapshot_of_the_same_session(http: httpx.Client) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import gymnasium
 from gymnasium.utils.env_checker import check_env
@@ -89,3 +90,16 @@ def test_one_seeded_reset_fixes_the_sequence_of_worlds() -> None:
 
     first = worlds()
     assert first == worlds() and first[0] == 11 and len(set(first)) == 3
+
+
+def test_gymnasiums_draws_stay_in_the_environments_world_set(serve_app: Callable[..., str]) -> None:
+    """In-process (num_worlds given) and remote (read from the harness's /health) alike."""
+    url = serve_app(num_worlds=2, start_seed=40)
+    for env in (StatekitEnv(LEDGER, num_worlds=3, start_seed=40), StatekitEnv(url=url)):
+        try:
+            first = env.reset(seed=5)[1]["seed"]
+            drawn = {env.reset()[1]["seed"] for _ in range(30)}
+        finally:
+            env.close()
+        assert first == 5 and drawn <= {40, 41, 42} and len(drawn) >= 2
+    assert drawn == {40, 41}

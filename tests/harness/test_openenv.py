@@ -90,6 +90,46 @@ def test_bad_messages_get_openenv_error_replies_and_the_session_survives(ledger_
     assert replies[8]["data"]["step_count"] == 1
 
 
+def test_a_refused_reset_over_the_socket_keeps_the_episode(ledger_url: str) -> None:
+    replies = asyncio.run(
+        _exchange(
+            ledger_url,
+            [
+                '{"type": "reset", "data": {"seed": 5}}',
+                '{"type": "step", "data": {"tool": "balances"}}',
+                '{"type": "reset", "data": {"seed": 6, "options": {"max_steps": "x"}}}',
+                '{"type": "state"}',
+                '{"type": "step", "data": {"tool": "balances"}}',
+            ],
+        )
+    )
+    assert replies[2]["type"] == "error" and replies[2]["data"]["code"] == "VALIDATION_ERROR"
+    assert replies[3]["data"]["seed"] == 5 and replies[3]["data"]["step_count"] == 1
+    assert replies[4]["type"] == "observation" and replies[4]["data"]["info"]["step"] == 2
+
+
+def test_deeply_nested_json_is_an_invalid_json_reply_and_the_socket_stays_open(ledger_url: str) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    nested_action = '{"type": "step", "data": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    replies = asyncio.run(
+        _exchange(
+            ledger_url,
+            [
+                '{"type": "reset", "data": {"seed": 1}}',
+                deep,
+                nested_action,
+                '{"type": "state"}',
+            ],
+        )
+    )
+    assert replies[1]["type"] == "error" and replies[1]["data"]["code"] == "INVALID_JSON"
+    assert "deep" in replies[1]["data"]["message"]
+    assert replies[2]["type"] in ("error", "observation")
+    if replies[2]["type"] == "observation":
+        assert replies[2]["data"]["observation"]["error"]["code"] == "malformed_action"
+    assert replies[3]["type"] == "state" and replies[3]["data"]["seed"] == 1
+
+
 def test_a_full_server_refuses_a_socket_with_capacity_reached(serve_app: Callable[..., str]) -> None:
     url = serve_app(max_sessions=1)
 

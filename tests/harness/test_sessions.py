@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -15,7 +15,9 @@ from statekit.harness.errors import ApiError
 from statekit.harness.sessions import SessionPool
 from statekit.postgres import PostgresServer
 from statekit.servers import ThreadedServer
-from statekit.strategies.naming import HOST_TAG
+from statekit.strategies.memory import InMemory
+from statekit.strategies.naming import Owner
+from statekit.testing.ledger import LedgerAdapter
 
 from .helpers import LEDGER
 
@@ -75,10 +77,10 @@ def test_max_sessions_is_a_clear_429_and_closing_frees_a_slot(serve_app: Callabl
 def test_idle_sessions_are_reaped_with_their_databases(pg_url: str, pg_cluster: PostgresServer) -> None:
     clock = FakeClock()
     app = create_app(HarnessConfig("claims_app", db_url=pg_url, idle_timeout=60), clock=clock)
-    mine = f"skclaims_e_{HOST_TAG}_"
+    mine = f"skclaims_e_{Owner.current().tag}_"
 
     def episode_databases() -> set[str]:
-        return {name for name in pg_cluster.databases(mine) if f"_{os.getpid()}_" in name}
+        return set(pg_cluster.databases(mine))
 
     before = episode_databases()
     with ThreadedServer(app) as server, httpx.Client(base_url=server.url, timeout=120) as http:
@@ -148,3 +150,27 @@ def test_a_full_pool_refuses_and_close_all_empties_it(clock: FakeClock) -> None:
     assert full.value.status == 429
     pool.close_all()
     assert len(pool) == 0
+
+
+class SlowCopies(InMemory):
+    def restore(self, key: str) -> statekit.World:
+        time.sleep(4)  # like a big clone: I/O, outside the determinism controls' lock
+        return super().restore(key)
+
+
+class SlowLedger(LedgerAdapter):
+    """Every restore takes four seconds, so concurrent resets hold every worker thread."""
+
+    def make_strategy(self, name: str, **options: object) -> statekit.ResetStrategy:
+        return SlowCopies()
+
+
+def test_health_answers_while_every_worker_thread_is_busy(serve_app: Callable[..., str]) -> None:
+    url = serve_app("tests.harness.test_sessions:SlowLedger", max_sessions=64)
+    with httpx.Client(base_url=url, timeout=60) as http, ThreadPoolExecutor(48) as clients:
+        resets = [clients.submit(http.post, "/reset", json={"seed": n}) for n in range(48)]  # > 40 threads
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert http.get("/health", timeout=5).json()["status"] == "healthy"
+        assert time.monotonic() - started < 1, "the probe waited for a worker thread"
+        assert all(reset.result().status_code == 200 for reset in resets)

@@ -26,7 +26,7 @@ from statekit.postgres import PostgresServer
 from statekit.postgres.embedded import statekit_home
 from statekit.rollouts import Turn, run
 from statekit.servers import ThreadedServer
-from statekit.strategies.naming import HOST_TAG
+from statekit.strategies.naming import HOST_TAG, Owner, process_start
 from statekit.testing.ledger import ledger_policy
 
 from .helpers import LEDGER
@@ -153,8 +153,10 @@ def test_a_killed_workers_databases_and_directories_are_swept(
     url, app = harness("claims_app", db_url=pg_url, workers=1)
     copies = statekit_home() / "files" / "claims_app" / "copies"
 
+    tags: dict[int, str] = {}
+
     def leftovers(pid: int) -> list[str]:
-        tag = f"_{HOST_TAG}_{pid}_"
+        tag = tags.setdefault(pid, f"_{Owner(HOST_TAG, pid, process_start(pid) or 0).tag}_")  # while alive
         databases = [name for name in pg_cluster.databases("skclaims_") if tag in name]
         trees = [p.name for p in copies.iterdir() if tag in p.name] if copies.exists() else []
         mounts = [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if tag in line]
