@@ -73,6 +73,9 @@ class Adapter(ABC):
     tick_seconds: int = 60
     controls: tuple[str, ...] = ()
     """Determinism controls the adapter wires itself (e.g. "jobs", "outbound"), besides clock and ids."""
+    replay_control: str | None = None
+    """The one of ``controls`` that replays outbound traffic from cassettes, if any: switching it off
+    needs ``live_services``, and ``statekit assay`` then expects ``cassettes``."""
     disabled_controls: frozenset[str] = frozenset()
     """Set by the Environment; only the control-removal checks ever disable one."""
     deterministic_start: bool = False
@@ -166,6 +169,18 @@ class Adapter(ABC):
     def cassettes(self) -> list[Path]:
         """The recorded-traffic files episodes replay (``statekit assay`` checks their provenance)."""
         return []
+
+    def cassette(self, seed: int) -> Path | None:
+        """The cassette the episodes of ``seed`` replay (``statekit record`` replaces it). None: none."""
+        return None
+
+    def container_image(self, client: Any) -> str:
+        """The id of an image that serves this adapter (``statekit.container_mode.serve_command``), for
+        container mode (``strategy="container"``, which must be in ``strategies``). ``client`` is a
+        Docker SDK client; build the image if it is missing and return its id, never a tag."""
+        raise ConfigError(
+            f"adapter {self.name!r} has no container image: implement Adapter.container_image(client)"
+        )
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release adapter-wide resources (servers started for it). Safe to call twice."""

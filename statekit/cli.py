@@ -74,9 +74,9 @@ def cmd_record(args: argparse.Namespace) -> int:
             )
             with env:
                 for seed in _seed_list(args.seeds):
-                    cassette = getattr(env.adapter, "cassette", None)
+                    cassette = env.adapter.cassette(seed)
                     if args.fresh and cassette is not None:
-                        cassette(seed).unlink(missing_ok=True)
+                        cassette.unlink(missing_ok=True)
                     for kind in env.adapter.task_kinds():
                         try:
                             env.reset(seed=seed, options={"task": kind})
@@ -231,11 +231,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             with ExitStack() as stack:
                 live: dict[str, Any] = {}
-                if "outbound" in probe.controls:
+                replay = probe.replay_control  # switched off, it needs the live services
+                if replay in probe.controls:
                     live = stack.enter_context(probe.live_services())
 
                 def make_env(disabled: tuple[str, ...]) -> statekit.Environment:
-                    options = live if "outbound" in disabled else {}
+                    options = live if replay in disabled else {}
                     return _env(args, disable_controls=disabled, **options)
 
                 for name, problem in check_controls(make_env, seed=seeds[0]).items():

@@ -76,15 +76,19 @@ class StatekitEnv(gymnasium.Env[str, str]):
 
     def __init__(
         self,
-        adapter: str = "claims_app",
+        adapter: str | None = None,
         *,
         url: str | None = None,
         token: str | None = None,
         env: Environment | RemoteEnvironment | None = None,
         **make_options: Any,
     ) -> None:
-        if env is None:
-            env = RemoteEnvironment(url, token=token) if url else statekit.make(adapter, **make_options)
+        if env is None and url:
+            env = RemoteEnvironment(url, token=token)
+        elif env is None:
+            if adapter is None:
+                raise ConfigError("StatekitEnv needs an adapter (a registered name), a harness url= or env=")
+            env = statekit.make(adapter, **make_options)
         self.env = env
         self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=PRINTABLE)
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=PRINTABLE)

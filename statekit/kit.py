@@ -9,6 +9,7 @@ functions below themselves. Nothing an adapter needs lives in a private module.
 from __future__ import annotations
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.container_mode import serve_command
 from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonical_value, register
 from statekit.digest.compute import Digest, TableDigest, combine, hash_rows, merge
@@ -81,6 +82,7 @@ __all__ = [
     "postgres_digest",
     "postgres_dump",
     "register",
+    "serve_command",
     "statekit_home",
     "to_conninfo",
 ]

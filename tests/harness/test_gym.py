@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import gymnasium
+import pytest
 from gymnasium.utils.env_checker import check_env
 
+import statekit
 import statekit.gym
 from statekit.gym import StatekitEnv
 
@@ -89,3 +91,8 @@ def test_one_seeded_reset_fixes_the_sequence_of_worlds() -> None:
 
     first = worlds()
     assert first == worlds() and first[0] == 11 and len(set(first)) == 3
+
+
+def test_an_in_process_env_needs_its_adapter_named() -> None:
+    with pytest.raises(statekit.ConfigError, match="StatekitEnv needs an adapter"):
+        StatekitEnv()
