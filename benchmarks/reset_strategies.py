@@ -73,7 +73,7 @@ def container_rows(n: int) -> list[tuple[str, list[float]]]:
     the whole ``env.reset`` with each strategy for comparison."""
     import statekit
     from adapters.claims_app.image import ensure_image
-    from adapters.claims_app.remote import harness_ready
+    from statekit.container_mode import harness_ready
     from statekit.strategies.container import ContainerPerEpisode, docker_client
     from statekit.strategies.prewarmed import Prewarmed
 

@@ -13,7 +13,9 @@ ENV PATH=/opt/venv/bin:/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin
     PYTHONHASHSEED=0 \
     PYTHONDONTWRITEBYTECODE=1 \
     TZ=UTC \
+    STATEKIT_PG_LINGER=0 \
     STATEKIT_HOME=/var/lib/statekit
 WORKDIR /app
-# One episode per container: its session runs in the serving process (--workers 0), no worker pool.
+# statekit.container_mode.serve_command("claims_app"): one episode per container, served in the serving
+# process (--workers 0, no worker pool), on the socket in the host-mounted directory.
 ENTRYPOINT ["python", "-m", "statekit.cli", "serve", "claims_app", "--workers", "0", "--uds", "/run/statekit/harness.sock"]

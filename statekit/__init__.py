@@ -8,6 +8,7 @@ from typing import Any
 from statekit.adapter import Adapter, Episode, Outcome
 from statekit.cache import CacheEntry, CacheIndex, WorldCache
 from statekit.collateral import Allow, Change, ChangeSet, Expectation, Verdict
+from statekit.container_mode import adapter_for
 from statekit.contract import FixtureSource, State, StepResult, Task, Tool
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.controls import clock
@@ -58,7 +59,8 @@ def make(
     """A ready environment, like ``gymnasium.make``.
 
     ``adapter`` is a registered name (``"claims_app"``), a ``"pkg.mod:attr"`` path, a class or an
-    instance. ``strategy`` picks one of the adapter's reset strategies (its first by default).
+    instance. ``strategy`` picks one of the adapter's reset strategies (its first by default);
+    ``"container"`` runs each episode in a container of the adapter's image (``statekit.container_mode``).
     ``db_url`` points database strategies at a server; without it statekit starts its embedded one.
     ``prewarm`` > 0 keeps that many restored copies of recently used worlds ready.
     ``disable_controls`` switches determinism controls off by name, only to prove they matter.
@@ -82,6 +84,7 @@ def make(
         raise ConfigError(
             f"adapter {resolved.name!r} offers strategies {list(resolved.strategies)}, not {name!r}"
         )
+    resolved = adapter_for(resolved, name)  # container mode wraps any adapter that offers an image
     try:
         chosen: ResetStrategy = resolved.make_strategy(name, db_url=db_url)
     except BaseException:

@@ -89,6 +89,13 @@ class Adapter(ABC):
     controls: tuple[type[Control], ...] = ()
     """Classes of the determinism controls this adapter's episodes bring (``Episode.controls``),
     besides statekit's own: their names are what ``disable_controls`` and the checks accept."""
+
+    @property
+    def replay_control(self) -> str | None:
+        """The control that replays outbound traffic, if any: switched off, it needs
+        ``live_services``, and ``statekit assay`` then expects ``cassettes``."""
+        return next((control.name for control in self.controls if control.needs_live_services), None)
+
     disabled_controls: frozenset[str] = frozenset()
     """Set by the Environment; only the control-removal checks ever disable one."""
     deterministic_start: bool = False
@@ -205,6 +212,18 @@ class Adapter(ABC):
     def cassettes(self) -> list[Path]:
         """The recorded-traffic files episodes replay (``statekit assay`` checks their provenance)."""
         return []
+
+    def cassette(self, seed: int) -> Path | None:
+        """The cassette the episodes of ``seed`` replay (``statekit record`` replaces it). None: none."""
+        return None
+
+    def container_image(self, client: Any) -> str:
+        """The id of an image that serves this adapter (``statekit.container_mode.serve_command``), for
+        container mode (``strategy="container"``, which must be in ``strategies``). ``client`` is a
+        Docker SDK client; build the image if it is missing and return its id, never a tag."""
+        raise ConfigError(
+            f"adapter {self.name!r} has no container image: implement Adapter.container_image(client)"
+        )
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release adapter-wide resources (servers started for it). Safe to call twice."""

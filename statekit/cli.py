@@ -79,9 +79,9 @@ def cmd_record(args: argparse.Namespace) -> int:
             )
             with env:
                 for seed in _seed_list(args.seeds):
-                    cassette = getattr(env.adapter, "cassette", None)
+                    cassette = env.adapter.cassette(seed)
                     if args.fresh and cassette is not None:
-                        cassette(seed).unlink(missing_ok=True)
+                        cassette.unlink(missing_ok=True)
                     for kind in env.adapter.task_kinds():
                         try:
                             env.reset(seed=seed, options={"task": kind})

@@ -78,7 +78,7 @@ class StatekitEnv(gymnasium.Env[str, str]):
 
     def __init__(
         self,
-        adapter: str = "claims_app",
+        adapter: str | None = None,
         *,
         url: str | None = None,
         token: str | None = None,
@@ -90,6 +90,8 @@ class StatekitEnv(gymnasium.Env[str, str]):
         if env is None and url:
             env = RemoteEnvironment(url, token=token)
         elif env is None:
+            if adapter is None:
+                raise ConfigError("StatekitEnv needs an adapter (a registered name), a harness url= or env=")
             env = statekit.make(adapter, num_worlds=num_worlds, start_seed=start_seed, **make_options)
         self.env = env
         self.worlds = _world_set(env, num_worlds, start_seed)

@@ -9,6 +9,7 @@ functions below themselves. Nothing an adapter needs lives in a private module.
 from __future__ import annotations
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.container_mode import serve_command
 from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.controls import clock
@@ -89,6 +90,7 @@ __all__ = [
     "postgres_digest",
     "postgres_dump",
     "register",
+    "serve_command",
     "statekit_home",
     "to_conninfo",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import warnings
-import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
@@ -27,7 +26,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import examples.claims_app as app_pkg
 from adapters.claims_app.image import ensure_image
-from adapters.claims_app.remote import RemoteEpisode, harness_ready
 from adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
 from adapters.claims_app.tools import TOOLS, to_request, upload_of
 from adapters.claims_app.vendors import live_vendors
@@ -57,7 +55,6 @@ from statekit.postgres.journal import DEFAULT_BOUND, Journal
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
-from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
 from statekit.strategies.cow_fs import CowCopy, CowFilesystem
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.rewinding import Rewinding
@@ -239,21 +236,15 @@ class ClaimsAdapter(Adapter):
         self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
         self.journal_bound = journal_bound
         self.spec = DigestSpec.load(SPEC_PATH)
-        self.mode = "template"
         self.deterministic_start = True  # starting an episode only reads the world
-        self.image_id: str | None = None
-        self._remote: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
 
     def fingerprint(self) -> dict[str, str]:
-        made = {
+        return {
             "app": f"claims_app-{getattr(app_pkg, '__version__', '0')}",
             "fixtures": _fixture_hash(),
             "builder": BUILDER_VERSION,
             "scale": str(self.scale),
         }
-        if self.image_id:  # a container's world is built and digested by the code inside its image
-            made["image"] = self.image_id
-        return made
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
         if name in ("rewind", "template"):  # the database and the upload directory, reset together
@@ -264,18 +255,14 @@ class ClaimsAdapter(Adapter):
             uploads = CowFilesystem(statekit_home() / "files" / self.name)
             world = Composite({"db": database, "uploads": uploads})
             return Rewinding(world) if name == "rewind" else world
-        if name == "container":
-            if self.scale != 1 or self.record or self.vendors_url:
-                raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
-            client = docker_client()
-            self.mode = "container"
-            self.deterministic_start = False  # the harness inside the container chooses the task
-            self.image_id = ensure_image(client)
-            return ContainerPerEpisode(self.image_id, ready=harness_ready, client=client)
         raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
 
-    def metadata(self) -> dict[str, JSON]:
-        return dict(self.fingerprint())  # in container mode, "image": what every episode container ran
+    def container_image(self, client: Any) -> str:
+        """The claims image (``images/claims.Dockerfile``): the app, its embedded PostgreSQL and
+        ``statekit serve claims_app``; it serves the default world only."""
+        if self.scale != 1 or self.record or self.vendors_url:
+            raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
+        return ensure_image(client)
 
     @contextmanager
     def live_services(self) -> Iterator[dict[str, Any]]:
@@ -333,11 +320,6 @@ class ClaimsAdapter(Adapter):
         return Path(world.handle["uploads"].location)
 
     def build_world(self, world: World, seed: int) -> None:
-        if self.mode == "container":  # build the seed's golden inside; the container is then committed
-            exec_in(
-                world, ["python", "-m", "statekit.cli", "digest", self.name, "--seed", str(seed), "--json"]
-            )
-            return
         engine = make_engine(self._db_url(world))
         try:
             create_schema(engine)
@@ -351,8 +333,6 @@ class ClaimsAdapter(Adapter):
             engine.dispose()
 
     def attach(self, world: World) -> ClaimsApp | None:
-        if self.mode == "container":
-            return None
         base, _ = self._outbound_base()
         settings = Settings(
             db_url=self._db_url(world),
@@ -376,12 +356,6 @@ class ClaimsAdapter(Adapter):
     def start_episode(
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:
-        if self.mode == "container":
-            if task is not None:
-                raise ConfigError("forks (snapshot/restore) need the template or rewind strategy")
-            remote = RemoteEpisode(world, seed=seed, options=options)
-            self._remote[world.id] = remote
-            return remote
         if not isinstance(app, ClaimsApp):
             raise ConfigError("the claims episode needs the application statekit attached to its world")
         if task is None:
@@ -398,8 +372,6 @@ class ClaimsAdapter(Adapter):
         return ClaimsEpisode(app, task, replay=replay, drain_jobs="jobs" not in self.disabled_controls)
 
     def digest(self, world: World, since: Digest | None = None) -> Digest:
-        if self.mode == "container":
-            return Digest(digest=self._remote[world.id].digest(), tables={})
         database = postgres_digest(self._db(world), self.spec, since=since)
         parts = world.handle
         files = []
@@ -427,8 +399,6 @@ class ClaimsAdapter(Adapter):
         return {name: known[name] for name in self.spec.directories or {}}
 
     def dump(self, world: World) -> StateDump:
-        if self.mode == "container":
-            raise ConfigError("dumps are taken with the template strategy")
         dump = postgres_dump(self._db(world), self.spec)
         for name, path in self._directories(world).items():
             dump.tables[f"{FILES_PREFIX}{name}"] = file_dump(path)
@@ -439,8 +409,6 @@ class ClaimsAdapter(Adapter):
             return live_columns(conn, self.spec.schema)
 
     def check_schema(self, world: World) -> list[str]:
-        if self.mode == "container":
-            return []  # the harness inside checks coverage with every digest
         with connect(to_conninfo(self._db_url(world))) as conn:
             uncovered, unknown = coverage_problems(live_columns(conn, self.spec.schema), self.spec)
         return uncovered + unknown
@@ -451,9 +419,9 @@ class ClaimsAdapter(Adapter):
     def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
         if not isinstance(task, ClaimsTask):
             raise ConfigError(
-                "reference scripts need the template strategy (a task's facts stay in its container)"
+                "a claims reference script needs the task's hidden facts, which stay inside the episode's "
+                "container: use the rewind or template strategy"
             )
-
         return KINDS[task.kind].reference(task.facts)
 
     def declared_tools(self) -> list[Tool]:

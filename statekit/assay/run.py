@@ -18,6 +18,7 @@ from statekit.assay import debian, fixtures, leaks, python_dists, traffic
 from statekit.assay.image import DIST_METADATA, read_files
 from statekit.assay.policy import Policy
 from statekit.assay.report import AssayReport, Finding, Shipped
+from statekit.container_mode import adapter_for
 from statekit.errors import ConfigError
 from statekit.registry import resolve_adapter
 from statekit.strategies.base import ResetStrategy
@@ -88,7 +89,7 @@ def assay(
         apps, deps = python_dists.closure(roots)
         shipped: list[Shipped] = list(apps)
         if name in IMAGE_STRATEGIES:
-            inside, report.images = _shipped_from_images(resolved, name)
+            inside, report.images = _shipped_from_images(adapter_for(resolved, name), name)
             shipped += inside
         else:
             shipped += deps
@@ -108,9 +109,7 @@ def assay(
         cassettes = sorted(Path(p) for p in resolved.cassettes())
         recorded: dict[Path, Any] = {path: traffic.read_cassette(path) for path in cassettes}
         report.cassettes = [traffic.label(p) for p in cassettes]
-        report.hosts, found = traffic.assess(
-            cassettes, recorded, resolved.name, "outbound" in resolved.controls
-        )
+        report.hosts, found = traffic.assess(cassettes, recorded, resolved.name, resolved.replay_control)
         report.findings += found
         report.findings += leaks.scan(recorded, policy)
         return report

@@ -103,14 +103,18 @@ def load_provenance(directory: Path) -> dict[str, Provenance] | None:
 
 
 def assess(
-    cassettes: list[Path], recorded: dict[Path, list[Interaction]], adapter: str, replays_outbound: bool
+    cassettes: list[Path],
+    recorded: dict[Path, list[Interaction]],
+    adapter: str,
+    replay_control: str | None,
 ) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """(one row per recorded host with its provenance and verdict, the findings)."""
+    """(one row per recorded host with its provenance and verdict, the findings). ``replay_control``
+    is the adapter's control that replays outbound traffic (``Adapter.replay_control``), if any."""
     if not cassettes:
-        if replays_outbound:
+        if replay_control:
             reason = (
-                f"adapter {adapter!r} replays outbound traffic (control 'outbound') but lists no cassettes: "
-                "implement Adapter.cassettes()"
+                f"adapter {adapter!r} replays outbound traffic (control {replay_control!r}) but lists no "
+                "cassettes: implement Adapter.cassettes()"
             )
             return [], [Finding("traffic", adapter, "unknown", reason)]
         return [], []

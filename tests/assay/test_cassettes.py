@@ -65,7 +65,7 @@ def test_hosts_are_judged_by_the_provenance_beside_them(tmp_path: Path) -> None:
         '[hosts."paid.vendor.example"]\napi = "Vendor"\nterms = "paid API ToS"\nredistributable = false\n'
     )
     recorded = {p: traffic.read_cassette(p) for p in paths}
-    rows, found = traffic.assess(paths, recorded, "x", replays_outbound=True)
+    rows, found = traffic.assess(paths, recorded, "x", replay_control="outbound")
     assert [(r["host"], r["verdict"]) for r in rows] == [
         ("api.partner.example", "yes"),
         ("paid.vendor.example", "no"),
@@ -75,17 +75,17 @@ def test_hosts_are_judged_by_the_provenance_beside_them(tmp_path: Path) -> None:
 
 def test_a_missing_provenance_file_leaves_every_host_unknown(tmp_path: Path) -> None:
     path = cassette(tmp_path / "c", "a.yaml", "{}")
-    _, found = traffic.assess([path], {path: traffic.read_cassette(path)}, "x", replays_outbound=True)
+    _, found = traffic.assess([path], {path: traffic.read_cassette(path)}, "x", replay_control="outbound")
     assert [(f.subject, f.verdict) for f in found] == [("api.partner.example", "unknown")]
     assert "no PROVENANCE.toml beside the cassettes in c/" in found[0].reason
 
 
 def test_an_adapter_that_replays_traffic_must_list_its_cassettes() -> None:
-    _, found = traffic.assess([], {}, "x", replays_outbound=True)
+    _, found = traffic.assess([], {}, "x", replay_control="outbound")
     [finding] = found
     assert finding.verdict == "unknown"
     assert "replays outbound traffic (control 'outbound') but lists no cassettes" in finding.reason
-    assert traffic.assess([], {}, "x", replays_outbound=False) == ([], [])
+    assert traffic.assess([], {}, "x", replay_control=None) == ([], [])
 
 
 def test_a_malformed_provenance_entry_says_what_it_needs(tmp_path: Path) -> None:

@@ -71,7 +71,8 @@ def test_episode_containers_are_pinned_and_offline(container_env: statekit.Envir
 
 def test_forks_and_unknown_strategies_are_clear_errors(container_env: statekit.Environment) -> None:
     container_env.reset(seed=7)
-    with pytest.raises(statekit.ConfigError, match="need the template or rewind strategy"):
+    forks = r"forks \(snapshot/restore\) need an in-process strategy of 'claims_app' \['rewind', 'template'\]"
+    with pytest.raises(statekit.ConfigError, match=forks):
         container_env.restore(container_env.snapshot())
     with pytest.raises(
         statekit.ConfigError, match=r"offers strategies \['rewind', 'template', 'container'\], not 'vm'"

@@ -6,8 +6,10 @@ import json
 from collections.abc import Callable
 
 import gymnasium
+import pytest
 from gymnasium.utils.env_checker import check_env
 
+import statekit
 import statekit.gym
 from statekit.gym import StatekitEnv
 
@@ -103,3 +105,8 @@ def test_gymnasiums_draws_stay_in_the_environments_world_set(serve_app: Callable
             env.close()
         assert first == 5 and drawn <= {40, 41, 42} and len(drawn) >= 2
     assert drawn == {40, 41}
+
+
+def test_an_in_process_env_needs_its_adapter_named() -> None:
+    with pytest.raises(statekit.ConfigError, match="StatekitEnv needs an adapter"):
+        StatekitEnv()
