@@ -145,6 +145,13 @@ class Adapter(ABC):
         """The rows ``digest`` is computed from (``statekit dump``/``diff`` use it)."""
         raise ConfigError(f"adapter {self.name!r} cannot dump its state")
 
+    def dump_changes(self, world: World, golden: Digest, now: Digest) -> tuple[StateDump, StateDump] | None:
+        """The rows ``world`` changed since its golden (whose digest is ``golden``; ``now`` is the
+        world's current one), as two partial dumps (the golden's side, the world's side) holding only
+        rows that differ: what ``Environment.changes`` diffs in O(changes). None (the default): it
+        diffs full dumps instead (see ``statekit.collateral.journal_changes`` for a database world)."""
+        return None
+
     def live_schema(self, world: World) -> dict[str, dict[str, str]]:
         """``{table: {column: type}}`` of ``world`` (``statekit drift`` compares two builds with it)."""
         return {}

@@ -28,8 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.digest.canonical import canonical_json
+from statekit.digest.compute import Digest
 from statekit.digest.diff import diff_dumps
 from statekit.digest.dump import StateDump, TableDump
+from statekit.digest.postgres import postgres_changes, sequences_table
+from statekit.digest.spec import DigestSpec
+from statekit.postgres.journal import Journal
 
 Row = Mapping[str, Any]
 KINDS = frozenset({"added", "removed", "changed"})
@@ -263,3 +267,18 @@ class GoldenDumps:
 
 
 __all__ = ["Allow", "Change", "ChangeSet", "Expectation", "GoldenDumps", "Verdict"]
+
+
+def journal_changes(
+    database: Journal | str, spec: DigestSpec, golden: Digest, now: Digest
+) -> tuple[StateDump, StateDump] | None:
+    """``Adapter.dump_changes`` for a world of one PostgreSQL database (read from its journal) plus
+    tables that are not the database's (directories): those must be unchanged, by their digests,
+    or None sends the caller to full dumps."""
+    if not isinstance(database, Journal):
+        return None
+    own = {*spec.tables, sequences_table(spec)}
+    for name in golden.tables.keys() | now.tables.keys():
+        if name not in own and golden.tables.get(name) != now.tables.get(name):
+            return None
+    return postgres_changes(database, spec, golden)

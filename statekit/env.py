@@ -258,10 +258,14 @@ class Environment:
     def changes(self) -> ChangeSet:
         """Every row the current episode's world changed since its seed's golden (the digest's rows).
 
-        The one door for collateral-damage checks (``statekit.collateral``): the golden's dump is
+        The one door for collateral-damage checks (``statekit.collateral``): the adapter's
+        ``dump_changes`` reads them from the world's journal; failing that, the golden's dump is
         computed once per world key (from a fresh copy) and diffed with the world's dump now.
         """
         self._require_episode()
+        parts = self.adapter.dump_changes(self.world, self._goldens[self._key], self.digest_report())
+        if parts is not None:  # from the world's journal: O(changes)
+            return ChangeSet.between(*parts)
         seed = self._seed
         golden = self._golden_dumps.get(self.cache.key(seed), lambda: self._golden_dump(seed))
         return ChangeSet.between(golden, self.dump())

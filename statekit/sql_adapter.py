@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from statekit.adapter import Adapter
+from statekit.collateral import journal_changes
 from statekit.digest.compute import Digest, merge
 from statekit.digest.coverage import coverage_problems, live_columns
 from statekit.digest.dump import StateDump
@@ -110,6 +111,9 @@ class SqlAdapter(Adapter):
         for name in sorted(self.spec.directories or {}):
             dump.tables[f"{TABLE_PREFIX}{name}"] = file_dump(self.directory(world, name))
         return dump
+
+    def dump_changes(self, world: World, golden: Digest, now: Digest) -> tuple[StateDump, StateDump] | None:
+        return journal_changes(self._database(world), self.spec, golden, now)
 
     def live_schema(self, world: World) -> dict[str, dict[str, str]]:
         with connect(self.conninfo(world)) as conn:

@@ -36,7 +36,7 @@ from examples.claims_app.db import create_schema, make_engine, make_session_fact
 from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.adapter import Adapter, Episode, Outcome
-from statekit.collateral import Expectation
+from statekit.collateral import Expectation, journal_changes
 from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.base import Control
 from statekit.determinism.jobs import DrainJobs
@@ -382,6 +382,9 @@ class ClaimsAdapter(Adapter):
             else:
                 files.append(directory_digest(name, path))
         return merge(database, *files)
+
+    def dump_changes(self, world: World, golden: Digest, now: Digest) -> tuple[StateDump, StateDump] | None:
+        return journal_changes(self._db(world), self.spec, golden, now)
 
     @staticmethod
     def _db(world: World) -> Journal | str:

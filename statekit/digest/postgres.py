@@ -30,6 +30,7 @@ from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.multiset import MultisetHash
 from statekit.digest.spec import DigestSpec, TableSpec
 from statekit.postgres.journal import Cut, Journal, delta
+from statekit.postgres.server import tuples
 
 KeyedRow = tuple[list[Any], dict[str, Any]]
 SEQUENCES_PREFIX = "sequences:"
@@ -262,3 +263,69 @@ def postgres_dump(target: str | Journal, spec: DigestSpec) -> StateDump:
             key=["name"], ordered=True, rows=[{"key": [row["name"]], "row": row} for row in positions]
         )
     return StateDump(tables=tables)
+
+
+def postgres_changes(
+    journal: Journal, spec: DigestSpec, golden: Digest
+) -> tuple[StateDump, StateDump] | None:
+    """The digested rows a world changed since its golden, read from its journal in O(changes): two
+    partial dumps (the golden's side, the world's side) holding only rows that differ, so diffing
+    them gives exactly what diffing the full dumps would. ``golden`` is the golden's digest as taken
+    through a journal. None when only full dumps can tell (no journal, DDL, another spec)."""
+    resume = golden.resume.get(PART) if isinstance(golden.resume, dict) else None
+    if not isinstance(resume, DatabaseResume) or resume.spec != spec_id(spec) or resume.cut.path:
+        return None
+    if journal.unavailable() is not None:
+        return None
+    with journal.reading() as (conn, cut):
+        if conn.execute("SELECT dirty FROM _statekit.meta").fetchone()[0]:  # type: ignore[index]
+            return None
+        d = delta(resume.cut, cut)
+        if d is None:
+            return None
+        touched = Journal.touched(conn, d)
+        then: dict[str, TableDump] = {}
+        now: dict[str, TableDump] = {}
+        for name, table in spec.tables.items():
+            rels = resume.relations.get(name, {})
+            if not touched & rels.keys():
+                continue
+            canon = RowCanonicaliser(table, resume.columns.get(name, {}))
+            net: dict[str, tuple[KeyedRow, int]] = {}
+            selected = list(dict.fromkeys([*table.key, *table.columns]))
+            for rel in sorted(touched & rels.keys()):
+                for sign, raw in Journal.changed_rows(conn, d, rel, rels[rel], selected):
+                    keyed = canon.keyed(raw)
+                    ident = canonical_json([keyed[0], keyed[1]])
+                    net[ident] = (keyed, net.get(ident, (keyed, 0))[1] + sign)
+            order = 0 if table.ordered else 1
+            for side, wanted in ((then, -1), (now, 1)):
+                ordered = sorted(
+                    (keyed for keyed, n in net.values() for _ in range(max(0, n * wanted))),
+                    key=lambda keyed: canonical_json(keyed[order]),
+                )
+                side[name] = TableDump(
+                    key=list(table.key),
+                    ordered=table.ordered,
+                    rows=[{"key": k, "row": r} for k, r in ordered],
+                )
+        positions = {row["name"]: row for row in sequence_rows(conn, spec.schema, resume.sequences)}
+        recorded = tuples(
+            conn,
+            "SELECT c.relname, s.last_value, s.is_called FROM _statekit.sequences s "
+            "JOIN pg_class c ON c.oid = s.rel JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s",
+            (spec.schema,),
+        )
+        initial = {
+            str(n): {"name": str(n), "last_value": v, "is_called": c}
+            for n, v, c in recorded
+            if str(n) in positions
+        }
+        moved = sorted(n for n in positions if positions[n] != initial.get(n))
+        name = sequences_table(spec)
+        for side, at in ((then, initial), (now, positions)):
+            side[name] = TableDump(
+                key=["name"], ordered=True, rows=[{"key": [n], "row": at[n]} for n in moved if n in at]
+            )
+    return StateDump(tables=then), StateDump(tables=now)

@@ -185,3 +185,33 @@ def test_random_episodes_rewind_to_the_golden_exactly(claims_env: statekit.Envir
     env.reset(seed=seed)
     assert first_difference(logical_state(_conninfo(env)), golden) is None
     assert not env.strategy.stats.fallbacks
+
+
+def test_changes_read_from_the_journal_equal_the_full_dump_diff(pg_url: str) -> None:
+    """``env.changes()`` reads an episode's changes from the journal in O(changes); they must be
+    exactly what diffing the golden's full dump with the world's gives, for every task kind."""
+    from statekit.collateral import ChangeSet
+
+    seen = 0
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        for seed in (7, 8):
+            golden = env._golden_dump(seed)  # the slow path's input, computed once per seed
+            for kind in env.adapter.task_kinds():
+                try:
+                    env.reset(seed=seed, options={"task": kind})
+                except statekit.StatekitError:
+                    continue  # this seed poses no such task
+                rng, seen_values = random.Random(seed), set[str]()
+                for action in env.adapter.reference_actions(env.task)[:-1]:
+                    harvest(env.step(action)[0], seen_values)
+                for _ in range(4):  # and writes no reference script makes
+                    action = random_action(env.tools, rng, seen_values, avoid=("submit",))
+                    harvest(env.step(action)[0], seen_values)
+                fast = env.adapter.dump_changes(env.world, env._goldens[env._key], env.digest_report())
+                full = ChangeSet.between(golden, env.dump())
+                if fast is None:  # an upload changed the directory: full dumps it is
+                    assert any(c.table.startswith("files:") for c in full), kind
+                    continue
+                assert sorted(map(str, ChangeSet.between(*fast))) == sorted(map(str, full)), kind
+                seen += 1
+    assert seen >= 6, "the journal path was taken for most episodes"
