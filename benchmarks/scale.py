@@ -70,7 +70,7 @@ def served(workers: int, max_sessions: int) -> Iterator[tuple[str, int]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "STATEKIT_TOKEN": ""},
+        env={k: v for k, v in os.environ.items() if k != "STATEKIT_TOKEN"},  # no token: loopback only
     )
     assert proc.stdout is not None
     url = ""

@@ -76,7 +76,7 @@ def harness() -> Iterator[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "STATEKIT_TOKEN": ""},
+        env={k: v for k, v in os.environ.items() if k != "STATEKIT_TOKEN"},
     )
     lines: list[str] = []
     assert proc.stdout is not None
