@@ -272,7 +272,11 @@ def verify_approve_valid(session: Session, facts: dict[str, Any]) -> float:
     return 1.0 if ok else 0.0
 
 
-LATE_WORDS = re.compile(r"\blate\b|filing window|30 days|thirty days|deadline", re.IGNORECASE)
+LATE_WORDS = re.compile(
+    r"\blate\b|\b(30|thirty)[ -]?days?\b|\bfiling (window|deadline|period|limit)\b|\bdeadline\b",
+    re.IGNORECASE,
+)
+"""What a reason must say to name the late-filing rule (the prompt asks for a reason that names it)."""
 
 
 def _denied_saying(session: Session, facts: dict[str, Any], says: Callable[[str], bool]) -> float:
