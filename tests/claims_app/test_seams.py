@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+import os
 import re
 import uuid
 from datetime import UTC, datetime
@@ -31,7 +31,7 @@ def test_source_uses_the_conventional_seams() -> None:
         assert "uuid4()" not in source or "uuid.uuid4()" in source, path
 
 
-def test_patched_uuid4_and_frozen_clock_reach_the_database(
+def test_patched_entropy_and_frozen_clock_reach_the_database(
     client: TestClient,
     auth: dict[str, str],
     session_factory: sessionmaker[Session],
@@ -39,13 +39,14 @@ def test_patched_uuid4_and_frozen_clock_reach_the_database(
 ) -> None:
     policy = active_policy_number(session_factory)
     now = datetime.now(UTC).replace(microsecond=0)
-    counter = itertools.count(1)
-    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=next(counter)))
+    # ids are bound as column defaults (``default=uuid.uuid4``), as apps usually write them: the seam
+    # is the entropy beneath uuid4, which is what statekit's ids control seeds
+    monkeypatch.setattr(os, "urandom", lambda n: bytes(n))
     with time_machine.travel(now, tick=False):
         response = client.post("/claims", json=claim_payload(policy), headers=auth)
     assert response.status_code == 201, response.text
     claim = claim_row(session_factory, response.json()["reference"])
-    assert claim.id.int < 100  # came from the patched uuid4
+    assert claim.id == uuid.UUID(bytes=bytes(16), version=4)  # came from the patched entropy
     assert claim.submitted_at == now == claim.last_activity_at == claim.created_at
     with session_factory() as session:
         audit = session.scalars(select(AuditLog).where(AuditLog.entity_id == str(claim.id))).one()
