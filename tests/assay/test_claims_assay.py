@@ -28,7 +28,7 @@ def test_template_assay_reads_the_closure_the_environment_runs() -> None:
     assert report.hosts == [
         {
             "host": "vendors.statekit.invalid",
-            "cassettes": 16,
+            "cassettes": 24,
             "api": "statekit's vendor stubs (examples/claims_app/vendors)",
             "terms": "Apache-2.0 (statekit's own code)",
             "redistributable": True,
