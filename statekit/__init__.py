@@ -71,7 +71,7 @@ def make(
     """
     worlds = WorldSet(num_worlds, start_seed)
     resolved = resolve_adapter(adapter, **adapter_options)
-    unknown = sorted(set(exclude_tasks) - set(resolved.task_kinds()))
+    unknown = sorted(set(exclude_tasks) - set(resolved.task_kinds())) if exclude_tasks else []
     if unknown:
         resolved.close()
         raise ConfigError(
