@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,7 +124,10 @@ class Environment:
         self._apps: OrderedDict[str, Any] = OrderedDict()
         self._starts: OrderedDict[str, _Start] = OrderedDict()
         self._closed = False
-        self._egress.open()  # from here until close(), nothing in this process reaches out unannounced
+        # The guard switches on with the first episode (reset) and off at close(), or when the
+        # environment is garbage collected unclosed: an environment that never played (a server's
+        # sweeping one) or was dropped must not keep blocking the rest of the process.
+        weakref.finalize(self, self._egress.close)
         self._golden_dumps = GoldenDumps()
         self.last_verdict: Verdict | None = None
         """The collateral verdict of the last scored episode (None when its task declares no expectation,
@@ -164,6 +168,7 @@ class Environment:
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         options = dict(options or {})
+        self._egress.open()  # from the first episode until close(), nothing here reaches out unannounced
         self.adapter.check_options(options)
         key = self.cache.ensure(seed)
         if self._world is not None and key == self._key and isinstance(self.strategy, Rewinding):

@@ -41,15 +41,16 @@ def require_docker() -> None:
         pytest.skip(f"no Docker engine (not in CI, so skipped): {exc}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def code_env() -> Iterator[statekit.Environment]:
-    """One subprocess-sandbox environment over the real pool, shared (every test resets it)."""
+    """One subprocess-sandbox environment over the real pool, shared by a module's tests (every test
+    resets it). Not longer: an open environment's egress guard covers the whole process."""
     require_root()
     with statekit.make("code_env") as env:
         yield env
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def adapter(code_env: statekit.Environment) -> CodeEnvAdapter:
     assert isinstance(code_env.adapter, CodeEnvAdapter)
     return code_env.adapter

@@ -138,7 +138,7 @@ class ClaimsReference:
         return self._traces[seed]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not longer: an open environment's egress guard covers the process
 def claims_reference(pg_url: str) -> Iterator[ClaimsReference]:
     with statekit.make("claims_app", db_url=pg_url) as env:
         yield ClaimsReference(env)
