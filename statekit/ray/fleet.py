@@ -10,6 +10,7 @@ copies (databases, directories, mounts) that dead processes left on that node.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from statekit.errors import ConfigError
 from statekit.ray.actor import LOST_ERRORS, EnvSpec, spawn
+
+REPLACE_ATTEMPTS = 5
+"""A replacement may land on the node just lost, until Ray's health check marks it dead."""
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,18 @@ class Fleet:
         old = self.members[index]
         self.lost_nodes.add(old.node_id)
         ray.kill(old.handle)
-        self.members[index] = self._placed(self._spawn())
-        return self.members[index]
+        for attempt in range(1, REPLACE_ATTEMPTS + 1):
+            handle = self._spawn()
+            try:
+                self.members[index] = self._placed(handle)
+                return self.members[index]
+            except LOST_ERRORS:  # placed on the dead node before Ray noticed its death: place again
+                ray.kill(handle)
+                log.warning(
+                    "a replacement actor was lost before it ran (attempt %d); placing another", attempt
+                )
+                time.sleep(attempt)
+        raise ConfigError(f"no replacement actor could be placed in {REPLACE_ATTEMPTS} attempts")
 
     def close(self) -> dict[str, list[str]]:
         """Close every environment, stop every actor, sweep the nodes that lost one; returns the swept."""
