@@ -296,7 +296,7 @@ def sizing() -> dict[str, float]:
             with server.admin() as conn:
                 row = conn.execute("SELECT pg_database_size(%s)", (f"skclaims_g_{key}",)).fetchone()
             figures["golden_db_mb"] = int(str(row[0])) / 1e6 if row else 0.0
-            uploads = statekit_home() / "files" / "claims_app" / "goldens" / key
+            uploads = statekit_home() / "files" / "claims_app" / "uploads" / "goldens" / key
             figures["golden_files_mb"] = (
                 sum(f.stat().st_size for f in uploads.rglob("*") if f.is_file()) / 1e6
             )

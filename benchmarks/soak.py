@@ -312,7 +312,7 @@ class Inventory:
 
         self.home = home
         self.lease = ServerLease(None)  # the embedded cluster under this home (it starts it if needed)
-        self.files = home / "files" / "claims_app"
+        self.files = home / "files" / "claims_app" / "uploads"
 
     def take(self) -> dict[str, int]:
         from statekit.strategies.cow_fs import mounts_under

@@ -9,20 +9,24 @@ functions below themselves. Nothing an adapter needs lives in a private module.
 from __future__ import annotations
 
 from statekit.adapter import Adapter, Episode, Outcome
+from statekit.collateral import Allow, Expectation
 from statekit.container_mode import serve_command
 from statekit.contract import JSON, FixtureSource, Task, Tool
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.controls import clock
 from statekit.determinism.egress import allow_egress
+from statekit.determinism.jobs import DrainJobs
+from statekit.determinism.replay import CANONICAL_BASE, Replay, ReplayControl
 from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonical_value, register
 from statekit.digest.compute import Digest, TableDigest, combine, hash_rows, merge
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.files import directory_digest, file_dump, file_rows, file_tables
-from statekit.digest.postgres import postgres_digest, postgres_dump
+from statekit.digest.postgres import SEQUENCES_PREFIX, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec, TableSpec
-from statekit.errors import ConfigError, EgressError, ResetError, RewindError, SpecError
+from statekit.errors import ConfigError, EgressError, ResetError, RewindError, SpecError, StatekitError
 from statekit.home import statekit_home
 from statekit.postgres import PostgresServer, ServerLease
+from statekit.postgres.journal import DEFAULT_BOUND as JOURNAL_BOUND
 from statekit.postgres.journal import Journal
 from statekit.postgres.server import to_conninfo
 from statekit.sql_adapter import DATABASE, SqlAdapter
@@ -37,9 +41,13 @@ from statekit.strategies.rewinding import Rewinding
 
 __all__ = [
     "CANONICALISERS",
+    "CANONICAL_BASE",
     "DATABASE",
+    "JOURNAL_BOUND",
     "JSON",
+    "SEQUENCES_PREFIX",
     "Adapter",
+    "Allow",
     "Builder",
     "Canonicaliser",
     "Composite",
@@ -50,8 +58,10 @@ __all__ = [
     "CowFilesystem",
     "Digest",
     "DigestSpec",
+    "DrainJobs",
     "EgressError",
     "Episode",
+    "Expectation",
     "FixtureSource",
     "InMemory",
     "Journal",
@@ -59,6 +69,8 @@ __all__ = [
     "PostgresServer",
     "PostgresTemplate",
     "Prewarmed",
+    "Replay",
+    "ReplayControl",
     "ResetError",
     "ResetStrategy",
     "RewindError",
@@ -67,6 +79,7 @@ __all__ = [
     "SpecError",
     "SqlAdapter",
     "StateDump",
+    "StatekitError",
     "TableDigest",
     "TableDump",
     "TableSpec",

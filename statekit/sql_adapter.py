@@ -51,6 +51,9 @@ class SqlAdapter(Adapter):
     spec: DigestSpec
     journal_bound: int = DEFAULT_BOUND
     """Row changes an episode may make and still be rewound (beyond it: a clone instead)."""
+    database_prefix: str | None = None
+    """What the world databases' names start with (``sk<name>`` when None): PostgreSQL names are
+    at most 63 bytes, so an adapter with a long name picks a short prefix."""
 
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
         if name not in ("rewind", "template"):
@@ -58,9 +61,10 @@ class SqlAdapter(Adapter):
                 f"adapter {self.name!r} offers strategies {list(self.strategies)}, not {name!r}"
             )
         lease = ServerLease(options.get("db_url"))
+        prefix = self.database_prefix or f"sk{self.name}"
         parts: dict[str, ResetStrategy] = {
             DATABASE: PostgresTemplate(
-                lease.server, prefix=f"sk{self.name}", on_close=lease.close, journal_bound=self.journal_bound
+                lease.server, prefix=prefix, on_close=lease.close, journal_bound=self.journal_bound
             )
         }
         for directory in self.spec.directories or {}:

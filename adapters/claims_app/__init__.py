@@ -35,29 +35,25 @@ from examples.claims_app.config import Settings
 from examples.claims_app.db import create_schema, make_engine, make_session_factory
 from examples.claims_app.models import Adjuster, AuthSession
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
-from statekit.adapter import Adapter, Episode, Outcome
-from statekit.collateral import Expectation, journal_changes
-from statekit.contract import JSON, FixtureSource, Task, Tool
-from statekit.determinism.base import Control
-from statekit.determinism.jobs import DrainJobs
-from statekit.determinism.replay import CANONICAL_BASE, Replay, ReplayControl
-from statekit.digest.compute import Digest, merge
-from statekit.digest.coverage import coverage_problems, live_columns
-from statekit.digest.dump import StateDump
-from statekit.digest.files import TABLE_PREFIX as FILES_PREFIX
-from statekit.digest.files import directory_digest, file_dump
-from statekit.digest.postgres import connect, postgres_digest, postgres_dump
-from statekit.digest.spec import DigestSpec
-from statekit.errors import ConfigError, SpecError
-from statekit.postgres import ServerLease
-from statekit.postgres.embedded import statekit_home
-from statekit.postgres.journal import DEFAULT_BOUND, Journal
-from statekit.postgres.server import to_conninfo
-from statekit.strategies.base import ResetStrategy, World
-from statekit.strategies.composite import Composite
-from statekit.strategies.cow_fs import CowCopy, CowFilesystem
-from statekit.strategies.pg_template import PostgresTemplate
-from statekit.strategies.rewinding import Rewinding
+from statekit.kit import (
+    CANONICAL_BASE,
+    JOURNAL_BOUND,
+    JSON,
+    ConfigError,
+    Control,
+    DigestSpec,
+    DrainJobs,
+    Episode,
+    Expectation,
+    FixtureSource,
+    Outcome,
+    Replay,
+    ReplayControl,
+    SqlAdapter,
+    Task,
+    Tool,
+    World,
+)
 
 BUILDER_VERSION = "3"
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +192,7 @@ class ClaimsEpisode(Episode):
         self.app.engine.dispose()
 
 
-class ClaimsAdapter(Adapter):
+class ClaimsAdapter(SqlAdapter):
     """``statekit.make("claims_app", scale=1)``: scale 1 is ~9 MB per world (mostly PostgreSQL's own).
 
     ``journal_bound`` caps the row changes an episode may make and still be rewound (past it, the
@@ -208,6 +204,7 @@ class ClaimsAdapter(Adapter):
     """
 
     name = "claims_app"
+    database_prefix = "skclaims"
     strategies = ("rewind", "template", "container")
     controls = (ReplayControl, DrainJobs)
     probe_tasks = {  # filing a claim makes new ids, a fraud job and two vendor calls; triage writes times
@@ -224,7 +221,7 @@ class ClaimsAdapter(Adapter):
         vendors_url: str | None = None,
         record: bool = False,
         cassette_dir: str | Path | None = None,
-        journal_bound: int = DEFAULT_BOUND,
+        journal_bound: int = JOURNAL_BOUND,
     ) -> None:
         if scale < 1:
             raise ConfigError("scale must be at least 1")
@@ -245,17 +242,6 @@ class ClaimsAdapter(Adapter):
             "builder": BUILDER_VERSION,
             "scale": str(self.scale),
         }
-
-    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name in ("rewind", "template"):  # the database and the upload directory, reset together
-            lease = ServerLease(options.get("db_url"))
-            database = PostgresTemplate(
-                lease.server, prefix="skclaims", on_close=lease.close, journal_bound=self.journal_bound
-            )
-            uploads = CowFilesystem(statekit_home() / "files" / self.name)
-            world = Composite({"db": database, "uploads": uploads})
-            return Rewinding(world) if name == "rewind" else world
-        raise ConfigError(f"claims_app offers strategies {list(self.strategies)}, not {name!r}")
 
     def container_image(self, client: Any) -> str:
         """The claims image (``images/claims.Dockerfile``): the app, its embedded PostgreSQL and
@@ -311,23 +297,16 @@ class ClaimsAdapter(Adapter):
             return base, Replay(self.cassette(seed), record=True, live_base=self.vendors_url)
         return base, Replay(self.cassette(seed))
 
-    @staticmethod
-    def _db_url(world: World) -> str:
-        return str(world.handle["db"].location)
-
-    @staticmethod
-    def _uploads(world: World) -> Path:
-        return Path(world.handle["uploads"].location)
-
     def build_world(self, world: World, seed: int) -> None:
-        engine = make_engine(self._db_url(world))
+        engine = make_engine(self.database_url(world))
         try:
             create_schema(engine)
             with make_session_factory(engine)() as session, session.begin():
-                fixtures.generate(session, seed=seed, scale=self.scale, upload_dir=self._uploads(world))
+                uploads = self.directory(world, "uploads")
+                fixtures.generate(session, seed=seed, scale=self.scale, upload_dir=uploads)
             with make_session_factory(engine)() as session, session.begin():
                 # the agent's session must outlive any episode (and a run with the clock control off)
-                settings = Settings(db_url=self._db_url(world), token_ttl_hours=24 * 365 * 20)
+                settings = Settings(db_url=self.database_url(world), token_ttl_hours=24 * 365 * 20)
                 services.login(session, settings, AGENT, fixtures.FIXTURE_PASSWORD)
         finally:
             engine.dispose()
@@ -335,8 +314,8 @@ class ClaimsAdapter(Adapter):
     def attach(self, world: World) -> ClaimsApp | None:
         base, _ = self._outbound_base()
         settings = Settings(
-            db_url=self._db_url(world),
-            upload_dir=self._uploads(world),
+            db_url=self.database_url(world),
+            upload_dir=self.directory(world, "uploads"),
             fraud_url=f"{base}/fraud",
             payment_url=f"{base}/payments",
             address_url=f"{base}/address",
@@ -370,51 +349,6 @@ class ClaimsAdapter(Adapter):
         assert isinstance(task, ClaimsTask)
         _, replay = self._outbound(seed)
         return ClaimsEpisode(app, task, replay=replay, drain_jobs="jobs" not in self.disabled_controls)
-
-    def digest(self, world: World, since: Digest | None = None) -> Digest:
-        database = postgres_digest(self._db(world), self.spec, since=since)
-        parts = world.handle
-        files = []
-        for name, path in self._directories(world).items():
-            copy = parts[name].handle if name in parts else None
-            if isinstance(copy, CowCopy) and copy.upper is not None:  # overlay: changes are in upper
-                files.append(directory_digest(name, path, golden=copy.golden, upper=copy.upper, since=since))
-            else:
-                files.append(directory_digest(name, path))
-        return merge(database, *files)
-
-    def dump_changes(self, world: World, golden: Digest, now: Digest) -> tuple[StateDump, StateDump] | None:
-        return journal_changes(self._db(world), self.spec, golden, now)
-
-    @staticmethod
-    def _db(world: World) -> Journal | str:
-        """The database part: its journal (incremental digests), or its connection string."""
-        part = world.handle["db"]
-        return part.handle if isinstance(part.handle, Journal) else to_conninfo(part.location)
-
-    def _directories(self, world: World) -> dict[str, Path]:
-        known = {"uploads": self._uploads(world)}
-        missing = sorted(set(self.spec.directories or {}) - set(known))
-        if missing:
-            raise SpecError(
-                f"{self.spec.source}: unknown directories {missing}; claims_app has {sorted(known)}"
-            )
-        return {name: known[name] for name in self.spec.directories or {}}
-
-    def dump(self, world: World) -> StateDump:
-        dump = postgres_dump(self._db(world), self.spec)
-        for name, path in self._directories(world).items():
-            dump.tables[f"{FILES_PREFIX}{name}"] = file_dump(path)
-        return dump
-
-    def live_schema(self, world: World) -> dict[str, dict[str, str]]:
-        with connect(to_conninfo(self._db_url(world))) as conn:
-            return live_columns(conn, self.spec.schema)
-
-    def check_schema(self, world: World) -> list[str]:
-        with connect(to_conninfo(self._db_url(world))) as conn:
-            uncovered, unknown = coverage_problems(live_columns(conn, self.spec.schema), self.spec)
-        return uncovered + unknown
 
     def task_kinds(self) -> list[str]:
         return sorted(KINDS)

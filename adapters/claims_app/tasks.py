@@ -28,9 +28,7 @@ from examples.claims_app import rules
 from examples.claims_app.clock import as_utc, utcnow
 from examples.claims_app.config import Settings
 from examples.claims_app.models import Adjuster, Claim, ClaimNote, Customer, Payment, Policy
-from statekit.collateral import Allow, Expectation
-from statekit.contract import JSON, Task
-from statekit.digest.postgres import SEQUENCES_PREFIX
+from statekit.kit import JSON, SEQUENCES_PREFIX, Allow, Expectation, Task
 
 AGENT = "adjuster"
 MAX_STEPS = 12

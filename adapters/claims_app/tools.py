@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekit.contract import Tool
+from statekit.kit import Tool
 
 _REF = {
     "type": "string",

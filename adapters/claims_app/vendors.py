@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from statekit.errors import StatekitError
+from statekit.kit import StatekitError
 
 
 def _free_port() -> int:

@@ -182,7 +182,7 @@ def test_failed_resets_leave_no_database_behind(
 def test_a_closed_environment_creates_no_database_copy_or_golden(
     pg_url: str, pg_cluster: PostgresServer
 ) -> None:
-    files = statekit_home() / "files" / "claims_app"
+    files = statekit_home() / "files" / "claims_app" / "uploads"
     made = statekit.make("claims_app", db_url=pg_url)
     made.reset(seed=7)
     made.close()
@@ -203,7 +203,10 @@ def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> Non
         pass
 
     broken = tmp_path / "claims.toml"
-    broken.write_text("format = 1\n[tables.claims]\nkey = ['reference']\ninclude = ['reference', 'colour']\n")
+    broken.write_text(
+        "format = 1\n[directories]\nuploads = 'documents'\n"
+        "[tables.claims]\nkey = ['reference']\ninclude = ['reference', 'colour']\n"
+    )
     import adapters.claims_app as module
 
     original = module.SPEC_PATH

@@ -30,7 +30,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_eviction_spares_live_episodes_and_pools_and_the_cli_reports_it(
     pg_url: str, pg_cluster: PostgresServer
 ) -> None:
-    files = statekit_home() / "files" / "claims_app"
+    files = statekit_home() / "files" / "claims_app" / "uploads"
     with statekit.make("claims_app", db_url=pg_url, strategy="template", prewarm=1) as a:
         _, first = a.reset(seed=20)
         golden = pg_cluster.database_size(f"skclaims_g_{a.cache.key(20)}")

@@ -181,7 +181,7 @@ def test_the_server_sweeps_a_killed_processs_leftovers_before_its_first_session(
     )
     assert killed.returncode == -9, killed.stderr
     left = json.loads(killed.stdout)
-    files = statekit_home() / "files" / "claims_app"
+    files = statekit_home() / "files" / "claims_app" / "uploads"
     owner = CopyNamer("skclaims").owner_of(left["db"])
     assert owner is not None and owner.pid != os.getpid()
     assert left["db"] in pg_cluster.databases("skclaims_e_") and (files / "copies" / left["uploads"]).exists()
@@ -197,7 +197,12 @@ def test_the_server_sweeps_a_killed_processs_leftovers_before_its_first_session(
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().split(" at ", 1)[1].split()[0]
-        assert httpx.get(f"{url}/health", timeout=120).json()["sessions"] == 0
+        try:
+            health = httpx.get(f"{url}/health", timeout=120)
+        except httpx.HTTPError as exc:  # the server died starting: its own output says why
+            proc.kill()
+            raise AssertionError(f"the server did not start: {exc}\n{proc.communicate()[0][-4000:]}") from exc
+        assert health.json()["sessions"] == 0
         names = CopyNamer("skclaims")
         assert [name for name in pg_cluster.databases("skclaims_") if names.owner_of(name) == owner] == []
         assert not (files / "copies" / left["uploads"]).exists()

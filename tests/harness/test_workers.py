@@ -151,7 +151,7 @@ def test_a_killed_workers_databases_and_directories_are_swept(
     harness: Callable[..., tuple[str, Any]], pg_url: str, pg_cluster: PostgresServer
 ) -> None:
     url, app = harness("claims_app", db_url=pg_url, workers=1)
-    copies = statekit_home() / "files" / "claims_app" / "copies"
+    copies = statekit_home() / "files" / "claims_app" / "uploads" / "copies"
 
     tags: dict[int, str] = {}
 

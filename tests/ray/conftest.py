@@ -57,7 +57,7 @@ def claims_serial(pg_url: str, claims_policy: Policy) -> list[Trajectory]:
 def leftovers(home: Path) -> list[str]:
     """Episode and build copies (databases, directories, mounts) left in one node's STATEKIT_HOME."""
     found = []
-    files = home / "files" / "claims_app"
+    files = home / "files" / "claims_app" / "uploads"
     for folder in ("copies", "building", "upper"):
         if (files / folder).exists():
             found += [f"{folder}/{entry}" for entry in os.listdir(files / folder)]
