@@ -10,15 +10,12 @@ from statekit.adapter import Adapter
 from statekit.errors import ConfigError
 
 ENTRY_POINT_GROUP = "statekit_adapters"
-BUILTIN = {"claims_app": "adapters.claims_app:ClaimsAdapter"}
+"""Installed distributions name their adapters here (statekit's own: ``claims_app``, ``code_env``)."""
 
 
 def registered() -> dict[str, str]:
     """Adapter names known to this installation, mapped to their ``pkg.mod:attr`` paths."""
-    names = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        names[ep.name] = ep.value
-    return names
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def _load(path: str) -> Any:
