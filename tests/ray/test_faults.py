@@ -37,7 +37,7 @@ def test_an_actor_killed_mid_rollout_changes_nothing_and_leaves_nothing(
     killed: list[int] = []
 
     def policy(turn: Turn) -> Any:
-        if turn.seed == SEEDS[1] and len(turn.actions) == 1 and not killed:
+        if turn.seed == SEEDS[0] and len(turn.actions) == 1 and not killed:  # member 0's open episode
             killed.append(runner.fleet.members[0].pid)
             os.kill(killed[0], signal.SIGKILL)
         return claims_policy(turn)
@@ -55,11 +55,14 @@ def test_a_node_killed_mid_rollout_changes_nothing_and_the_survivor_keeps_nothin
     two_nodes: LocalCluster, claims_policy: Policy, serial: list[bytes]
 ) -> None:
     runner = RayRollouts("claims_app", actors=2, num_cpus=0.5)
-    doomed = next(m.node_id for m in runner.fleet.members if m.node_id != two_nodes.head_id)
+    member = next(i for i, m in enumerate(runner.fleet.members) if m.node_id != two_nodes.head_id)
+    doomed = runner.fleet.members[member].node_id
     removed: list[str] = []
 
     def policy(turn: Turn) -> Any:
-        if turn.seed == SEEDS[2] and len(turn.actions) == 1 and not removed:
+        # Member i starts with SEEDS[i]: the node goes while that episode is open on it, whatever the
+        # load (a node removed between its episodes would be lost to nobody).
+        if turn.seed == SEEDS[member] and len(turn.actions) == 1 and not removed:
             removed.append(doomed)
             two_nodes.remove_node(doomed)
         return claims_policy(turn)
