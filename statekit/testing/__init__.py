@@ -241,17 +241,17 @@ def check_kind(env: Environment, kind: str, seed: int, repeats: int) -> KindRepo
     try:
         first_obs, _ = env.reset(seed=seed, options=options)
     except ConfigError as exc:  # e.g. this seed's world has nothing fit for the kind
-        report.notes.append(f"task {kind!r} (seed {seed}): {NOT_CHECKED}{exc}")
+        report.notes.append(f"{NOT_CHECKED}{exc}")
         return report
     script = env.adapter.reference_actions(env.task)
     if not script:
-        report.notes.append(f"task {kind!r} (seed {seed}): {NOT_CHECKED}it has no reference script")
+        report.notes.append(f"{NOT_CHECKED}it has no reference script")
         return report
     watch = WriteWatch.start(env)
     first = play(env, seed=seed, first=first_obs, actions=script)
     written = watch if isinstance(watch, str) else watch.written()
     if isinstance(written, str):
-        report.notes.append(f"ignored_writes: task {kind!r}: {NOT_CHECKED}{written}")
+        report.notes.append(f"ignored_writes: {NOT_CHECKED}{written}")
     else:
         assert not isinstance(watch, str)
         report.ignored_writes, report.ignored_writes_seen_by = written, watch.method
@@ -263,9 +263,7 @@ def check_kind(env: Environment, kind: str, seed: int, repeats: int) -> KindRepo
             report.problems["deterministic"] = f"task {kind!r} (seed {seed}), run {run} vs run 1: {diff}"
             break
     if first.state_digest == first.initial_digest:
-        report.notes.append(
-            f"reset_restores_initial: task {kind!r}: {NOT_CHECKED}its script changed nothing the digest sees"
-        )
+        report.notes.append(f"reset_restores_initial: {NOT_CHECKED}the script changed nothing digested")
         return report
     report.reset_restores_initial = True
     for _ in range(2):  # twice: a strategy recycling used copies may serve one to a later reset
@@ -578,6 +576,7 @@ def check_env(
         report.notes.append(f"random_walk: {walk}")
     else:
         record("random_walk", walk)
+    unwatched: dict[str, list[str]] = {}
     for i, kind in enumerate(env.adapter.task_kinds()):
         seed = seeds[i % len(seeds)]
         problem = check_task(env, kind, seed, task_repeats)
@@ -587,13 +586,19 @@ def check_env(
         played = report.kinds[kind] = check_kind(env, kind, seed, repeats)
         for name, why in played.problems.items():
             record(name, why)
-        report.notes += played.notes
+        for note in played.notes:  # an adapter-wide reason is said once, naming the kinds
+            unwatched.setdefault(note, []).append(kind)
         for table, reason in (played.ignored_writes or {}).items():
             report.findings.append(
                 f"ignored_writes: task {kind!r} (seed {seed}) writes the ignored table {table!r} "
                 f"({reason}): a change the digest is blind to; digest the table if a task's outcome "
                 "can depend on it"
             )
+    for note, kinds in unwatched.items():
+        every = len(kinds) == len(report.kinds) and len(kinds) > 1
+        name, _, why = note.rpartition(NOT_CHECKED)
+        which = "every task kind" if every else "task " + ", ".join(map(repr, kinds))
+        report.notes.append(f"{name}not checked for {which}: {why}")
     order = check_rewind_order(env, seeds[0])
     if order is None:
         report.rewind_order = True

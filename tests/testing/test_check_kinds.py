@@ -79,7 +79,7 @@ def test_what_cannot_be_watched_or_covered_is_not_checked() -> None:
     with statekit.make(LedgerAdapter) as env:
         report = check_env(env, repeats=2, task_repeats=1, probes=None)
     assert report.kinds["transfer"].ignored_writes is None
-    note = "ignored_writes: task 'transfer': not checked: adapter 'ledger' has no digest spec"
+    note = "ignored_writes: not checked for task 'transfer': adapter 'ledger' has no digest spec"
     assert note in report.notes[0]
     assert report.coverage is True, "the ledger compares its store with its dump"
 
