@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from statekit.container_mode import ContainerAdapter
 from statekit.digest.spec import DigestSpec
 from statekit.env import Environment
 from statekit.postgres.journal import Cut, Journal, delta
@@ -81,6 +82,8 @@ class WriteWatch:
     @classmethod
     def start(cls, env: Environment) -> WriteWatch | str:
         """A watch on the current episode's world from now, or why its writes cannot be watched."""
+        if isinstance(env.adapter, ContainerAdapter):
+            return "container mode: the world's tables are inside its container, out of statekit's reach"
         spec = getattr(env.adapter, "spec", None)
         if not isinstance(spec, DigestSpec):
             return (
