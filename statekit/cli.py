@@ -33,6 +33,7 @@ from statekit.testing import (
     ProbeSettings,
     check_controls,
     check_env,
+    controls_not_checked,
     controls_to_check,
     first_difference,
     reference_script,
@@ -242,8 +243,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             probe_seeds=_seed_list(args.probe_seeds) if args.probe_seeds else None,
         )
         probed, unprobed = controls_to_check(env)
-    if not report.coverage or args.skip_controls:
-        why = "--skip-controls" if args.skip_controls else "coverage failed"
+        inside = controls_not_checked(env.adapter)
+    if report.coverage is False or args.skip_controls or inside:
+        why = "--skip-controls" if args.skip_controls else inside or "coverage failed"
         for name in [*probed, *unprobed]:
             report.controls[name] = None
             report.problems.append(f"controls.{name}: {NOT_CHECKED}{why}")
@@ -274,16 +276,29 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdicts["tasks_robust"] = report.tasks_robust
         verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
         verdicts["rewind_order"] = report.rewind_order
+        verdicts["random_walk"] = report.random_walk
         for name, ok in verdicts.items():
-            shown = "[yellow]not checked[/]" if ok is None else "[green]ok[/]" if ok else "[red]FAIL[/]"
-            console.print(f"{name:<24} {shown}")
+            console.print(f"{name:<24} {_verdict(ok)}")
+        for kind, played in report.kinds.items():
+            written = played.ignored_writes
+            writes = "not checked" if written is None else ", ".join(written) or "none"
+            console.print(
+                f"task {kind:<19} deterministic {_verdict(played.deterministic)}, reset "
+                f"{_verdict(played.reset_restores_initial)}, writes ignored tables: {escape(writes)}"
+            )
         for problem in report.problems:
             console.print(f"  [red]-[/] {escape(problem)}")
+        for finding in report.findings:
+            console.print(f"  [yellow]![/] {escape(finding)}")
         for note in report.notes:
             console.print(f"  [yellow]-[/] {escape(note)}")
         if report.excluded_tasks:
             console.print(f"excluded from the task pool: {', '.join(sorted(report.excluded_tasks))}")
     return 0 if report.ok else 1
+
+
+def _verdict(ok: bool | None) -> str:
+    return "[yellow]not checked[/]" if ok is None else "[green]ok[/]" if ok else "[red]FAIL[/]"
 
 
 def _summary(obs: Any, width: int = 100) -> str:

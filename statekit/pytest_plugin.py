@@ -13,10 +13,16 @@ adapter's reference script for the first seed's task, and per task kind
 the first seed, none of which may beat the kind's floor. ``statekit_probe_entities`` and
 ``statekit_probe_walk`` set how hard they push (the probes' step budget stays the checker's). A
 database URL can be given with ``--statekit-db-url`` (else the embedded default starts).
+
+The generated tests join directory runs (``pytest``, ``pytest tests/``), not runs of named files. Each
+is selected by its node id, alone or beside files: ``pytest 'statekit[claims_app]::test_seeds_differ'``;
+a prefix selects a group (``'statekit[claims_app]'``: all of one adapter's,
+``'statekit[claims_app]::test_rewards_resist_exploits'``: every kind's probes).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,8 @@ from statekit.testing import (
 
 CHECKS = ("test_reset_is_deterministic", "test_seeds_differ", "test_reset_restores_initial")
 EXPLOITS = "test_rewards_resist_exploits"
+NODE_ID = re.compile(r"statekit\[[^\]]+\](::.*)?")
+"""A generated test's node id, or a prefix of one (pytest would take it for a path and refuse it)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -130,10 +138,16 @@ _RUNNERS: dict[str, Callable[[statekit.Environment, int, int, list[dict[str, Any
     "test_reset_restores_initial": _restores,
 }
 _POOL = pytest.StashKey[_EnvPool]()
+_SELECTED = pytest.StashKey[list[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_POOL] = _EnvPool(config.getoption("--statekit-db-url"))
+    # Node ids of generated tests are not paths: take them out of the arguments pytest collects from
+    # (it would refuse them) and select those tests when they are generated.
+    config.stash[_SELECTED] = [arg for arg in config.args if NODE_ID.fullmatch(arg)]
+    if config.stash[_SELECTED]:
+        config.args = [arg for arg in config.args if not NODE_ID.fullmatch(arg)]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -145,30 +159,58 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     adapters = config.getini("statekit_adapters")
-    if not adapters or _only_files_named(config):
+    selected = config.stash.get(_SELECTED, [])
+    if not adapters or (_only_files_named(config) and not selected):
+        if selected:
+            raise pytest.UsageError(f"{selected[0]}: no statekit_adapters are configured (pytest ini)")
         return
     seeds = tuple(int(s) for s in str(config.getini("statekit_seeds")).split(","))
     if len(seeds) != 2:
         raise pytest.UsageError("statekit_seeds must name exactly two seeds, e.g. '7,8'")
+    generated = []
     for adapter in adapters:
         for check in CHECKS:
-            items.append(
-                StatekitCheck.from_parent(
-                    session,
-                    name=f"statekit[{adapter}]::{check}",
-                    nodeid=f"statekit[{adapter}]::{check}",
-                    adapter=adapter,
-                    check=check,
-                    seeds=seeds,
+            name = f"statekit[{adapter}]::{check}"
+            if _wanted(name, selected):
+                generated.append(
+                    StatekitCheck.from_parent(
+                        session, name=name, nodeid=name, adapter=adapter, check=check, seeds=seeds
+                    )
                 )
-            )
+        probes = f"statekit[{adapter}]::{EXPLOITS}"
+        if selected and not any(probes.startswith(s) or s.startswith(probes) for s in selected):
+            continue  # the adapter's task kinds are not asked when none of its probe tests is wanted
         for kind in _task_kinds(adapter):
-            name = f"statekit[{adapter}]::{EXPLOITS}[{kind}]"
-            items.append(
-                StatekitCheck.from_parent(
-                    session, name=name, nodeid=name, adapter=adapter, check=EXPLOITS, seeds=seeds, kind=kind
+            name = f"{probes}[{kind}]"
+            if _wanted(name, selected):
+                generated.append(
+                    StatekitCheck.from_parent(
+                        session,
+                        name=name,
+                        nodeid=name,
+                        adapter=adapter,
+                        check=EXPLOITS,
+                        seeds=seeds,
+                        kind=kind,
+                    )
                 )
+    for wanted in selected:
+        if not any(_wanted(item.nodeid, [wanted]) for item in generated):
+            known = [f"statekit[{a}]::{test}" for a in adapters for test in (*CHECKS, f"{EXPLOITS}[KIND]")]
+            raise pytest.UsageError(
+                f"{wanted}: no such generated test; the statekit_adapters generate {', '.join(known)}. "
+                "Name one (`pytest --collect-only -q` lists them) or a prefix: statekit[ADAPTER], "
+                "statekit[ADAPTER]::TEST"
             )
+    items.extend(generated)
+
+
+def _wanted(nodeid: str, selected: list[str]) -> bool:
+    """Whether ``nodeid`` is selected: every generated test when none is named, else one named or
+    under a named prefix (a test's node id, an adapter's ``statekit[NAME]``, a test with ``[KIND]``s)."""
+    if not selected:
+        return True
+    return any(nodeid == s or nodeid.startswith((f"{s}::", f"{s}[")) for s in selected)
 
 
 def _task_kinds(adapter: str) -> list[str]:

@@ -14,11 +14,14 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from statekit.adapter import Adapter
+from statekit.container_mode import ContainerAdapter
 from statekit.contract import JSON
 from statekit.digest.canonical import canonical_json
 from statekit.env import Environment, world_key
-from statekit.errors import ResetNeeded, SpecError
+from statekit.errors import ConfigError, ResetNeeded, SpecError
 from statekit.strategies.rewinding import Rewinding
+from statekit.testing.blind_spots import WriteWatch
 from statekit.testing.probes import DEFAULT_PROBES, ProbeReport, ProbeRun, ProbeSettings, check_exploits
 from statekit.testing.walk import harvest, random_action
 
@@ -56,8 +59,16 @@ def rollout(
     """Reset to ``seed``, play ``actions`` until the episode ends, and record everything (``digests``:
     hash the world afresh at the start and the end)."""
     obs, _ = env.reset(seed=seed, options=options)
+    return play(env, seed=seed, first=obs, actions=actions, digests=digests)
+
+
+def play(
+    env: Environment, *, seed: int, first: JSON, actions: Sequence[Action], digests: bool = True
+) -> Rollout:
+    """``rollout`` on an episode already reset (``first``: its first observation), for a check that
+    must look at the world between the reset and the first step."""
     initial = fresh_digest(env) if digests else ""
-    observations, rewards, noted = [obs], [], []
+    observations, rewards, noted = [first], [], []
     for action in actions:
         obs, reward, terminated, truncated, info = env.step(action)
         observations.append(obs)
@@ -95,17 +106,45 @@ failure: reported as null, never as passed."""
 
 
 @dataclass
+class KindReport:
+    """What ``check_kind`` found for one task kind's reference script."""
+
+    seed: int
+    deterministic: bool | None = None
+    """Replays of the script gave equal digests, observations and rewards; None: not checked."""
+    reset_restores_initial: bool | None = None
+    """Resetting after the script gave back the initial digest; None: not checked (``notes``)."""
+    ignored_writes: dict[str, str] | None = None
+    """The spec's ignored tables the script wrote, with the spec's reasons: changes the digest is
+    blind to. None: not checked (``notes`` says why)."""
+    ignored_writes_seen_by: str | None = None
+    """How the writes were seen (``statekit.testing.blind_spots``): the change journal, the ignored
+    tables' contents hashed before and after, or "nothing ignored"."""
+    problems: dict[str, str] = field(default_factory=dict)
+    """``{check: the failure}`` for the checks above that failed."""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class CheckReport:
     deterministic: bool = True
     seeds_differ: bool = True
     reset_restores_initial: bool = True
-    coverage: bool = True
+    coverage: bool | None = True
+    """The digest spec covers every live column; None: not checked (``notes`` says why)."""
     tasks_valid: bool = True
     tasks_robust: bool | None = None
     """No exploit probe (``statekit.testing.probes``) beat any task kind's floor; None: not checked."""
-    incremental_digest: bool = True
+    incremental_digest: bool | None = True
+    """The digest updated step by step equals a full recompute; None: not checked (container mode:
+    the harness inside computes both, and only the updated one is reachable)."""
     rewind_order: bool | None = None
     """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
+    random_walk: bool | None = None
+    """A seeded random walk over the tools replays identically and reset undoes it; None: not checked."""
+    kinds: dict[str, KindReport] = field(default_factory=dict)
+    """Per task kind: its reference script replayed (determinism, reset) and the ignored tables it
+    writes. A kind's failures also fail ``deterministic`` / ``reset_restores_initial``."""
     controls: dict[str, bool | None] = field(default_factory=dict)
     """Per control: proved (true), broken (false), or not checked (null: no probe task exercises it for
     this adapter, or removing it changed nothing; ``problems`` says which)."""
@@ -116,12 +155,15 @@ class CheckReport:
     """Each winning probe run: kind, seed, policy, reward, floor and the actions that won."""
     notes: list[str] = field(default_factory=list)
     """What a check could not do (so it is not counted as passed)."""
+    findings: list[str] = field(default_factory=list)
+    """What the author should look at but is not a failure: each task kind that writes an ignored
+    table (``ignored_writes: ...``)."""
 
     @property
     def ok(self) -> bool:
-        checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial, self.coverage]
-        judged = [self.tasks_valid, self.tasks_robust is not False, self.incremental_digest]
-        judged.append(self.rewind_order is not False)
+        checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial]
+        judged = [self.tasks_valid, self.tasks_robust is not False, self.incremental_digest is not False]
+        judged += [self.rewind_order is not False, self.coverage is not False, self.random_walk is not False]
         return all([*checks, *judged]) and all(ok is not False for ok in self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
@@ -190,6 +232,55 @@ def check_task(env: Environment, kind: str, seed: int, repeats: int) -> str | No
     return None
 
 
+def check_kind(env: Environment, kind: str, seed: int, repeats: int) -> KindReport:
+    """Play task ``kind``'s reference script ``repeats`` times on ``seed`` (equal digests, observations
+    and rewards each time), then reset twice (the initial digest must come back, from the world
+    hashed afresh), watching which of the spec's ignored tables the first run writes
+    (``statekit.testing.blind_spots``). Every kind, not only the default task: a kind whose script
+    writes files or tables no other script touches is exercised here."""
+    report = KindReport(seed)
+    options: dict[str, JSON] = {"task": kind}
+    try:
+        first_obs, _ = env.reset(seed=seed, options=options)
+    except ConfigError as exc:  # e.g. this seed's world has nothing fit for the kind
+        report.notes.append(f"{NOT_CHECKED}{exc}")
+        return report
+    script = env.adapter.reference_actions(env.task)
+    if not script:
+        report.notes.append(f"{NOT_CHECKED}it has no reference script")
+        return report
+    watch = WriteWatch.start(env)
+    first = play(env, seed=seed, first=first_obs, actions=script)
+    written = watch if isinstance(watch, str) else watch.written()
+    if isinstance(written, str):
+        report.notes.append(f"ignored_writes: {NOT_CHECKED}{written}")
+    else:
+        assert not isinstance(watch, str)
+        report.ignored_writes, report.ignored_writes_seen_by = written, watch.method
+    report.deterministic = True
+    for run in range(2, repeats + 1):
+        diff = first_difference(first, rollout(env, seed=seed, actions=script, options=options))
+        if diff:
+            report.deterministic = False
+            report.problems["deterministic"] = f"task {kind!r} (seed {seed}), run {run} vs run 1: {diff}"
+            break
+    if first.state_digest == first.initial_digest:
+        report.notes.append(f"reset_restores_initial: {NOT_CHECKED}the script changed nothing digested")
+        return report
+    report.reset_restores_initial = True
+    for _ in range(2):  # twice: a strategy recycling used copies may serve one to a later reset
+        env.reset(seed=seed, options=options)
+        again = fresh_digest(env)
+        if again != first.initial_digest:
+            report.reset_restores_initial = False
+            report.problems["reset_restores_initial"] = (
+                f"task {kind!r} (seed {seed}): digest after reset is {again[:12]}, initial was "
+                f"{first.initial_digest[:12]}"
+            )
+            break
+    return report
+
+
 def check_incremental_digest(env: Environment, seed: int, script: Sequence[Action]) -> str | None:
     """After every step the digest ``state()`` reports (updated from the previous one) equals a full
     recompute from every row."""
@@ -228,6 +319,75 @@ def _walk(
         if terminated or truncated:
             break
     return played, observations
+
+
+def check_random_walk(env: Environment, seed: int, *, steps: int = 20) -> str | None:
+    """A seeded random walk over the tools (arguments drawn from their schemas and from what earlier
+    observations showed: ``statekit.testing.walk``), played and then replayed: the digests,
+    observations and rewards must be equal, and a reset must undo the walk. The tool that ends the
+    default task's reference script is avoided, so the walk is as long as asked (or the step cap).
+
+    Reaches what no reference script does: tools no task needs, arguments no task uses, errors.
+    Returns None, the failure, or "not checked: ..." (no tools).
+    """
+    obs, _ = env.reset(seed=seed)
+    tools = env.tools
+    if not tools:
+        return f"{NOT_CHECKED}the environment offers no tools"
+    ending = tuple(str(a["tool"]) for a in env.adapter.reference_actions(env.task)[-1:])
+    if all(t["name"] in ending for t in tools):
+        return f"{NOT_CHECKED}the only tool ends the episode"
+    initial = fresh_digest(env)
+    rng, seen = random.Random(f"random-walk:{seed}"), set[str]()
+    harvest(obs, seen)
+    actions: list[Action] = []
+    observations, rewards = [obs], []
+    for _ in range(steps):
+        action = random_action(tools, rng, seen, avoid=ending)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        harvest(obs, seen)
+        actions.append(action)
+        observations.append(obs)
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    walked = Rollout(seed, initial, fresh_digest(env), observations, rewards)
+    diff = first_difference(walked, rollout(env, seed=seed, actions=actions))
+    if diff:
+        shown = "; ".join(canonical_json(a)[:80] for a in actions[:6])
+        return f"seed {seed}, replay vs first walk: {diff}\n  the walk's first actions: {shown}"
+    env.reset(seed=seed)
+    again = fresh_digest(env)
+    if again != initial:
+        return f"seed {seed}: digest after resetting the walk is {again[:12]}, initial was {initial[:12]}"
+    return None
+
+
+def coverage_not_checked(adapter: Adapter) -> str | None:
+    """Why ``Adapter.check_schema`` cannot judge ``adapter``'s coverage (None: it can), so coverage is
+    reported as not checked instead of passed."""
+    if isinstance(adapter, ContainerAdapter):
+        return (
+            f"container mode: the harness inside the container digests with the spec of {adapter.name!r}, "
+            "and its live schema cannot be read from outside; check coverage with an in-process "
+            f"strategy of {adapter.in_process()} (statekit check ADAPTER --strategy NAME)"
+        )
+    if type(adapter).check_schema is Adapter.check_schema:
+        return (
+            f"adapter {adapter.name!r} does not implement Adapter.check_schema, so nothing compares its "
+            "digest with the live state it should cover"
+        )
+    return None
+
+
+def controls_not_checked(adapter: Adapter) -> str | None:
+    """Why ``check_controls`` cannot switch ``adapter``'s controls off (None: it can)."""
+    if isinstance(adapter, ContainerAdapter):
+        return (
+            "container mode: the controls run inside the container and cannot be switched off from "
+            f"outside; prove them with an in-process strategy of {adapter.in_process()}"
+        )
+    return None
 
 
 def check_rewind_order(env: Environment, seed: int, *, steps: int = 16) -> str | None:
@@ -365,8 +525,13 @@ def check_env(
     script: Sequence[Action] | None = None,
     probes: ProbeSettings | None = DEFAULT_PROBES,
     probe_seeds: Sequence[int] | None = None,
+    walk_steps: int = 20,
 ) -> CheckReport:
     """Run every check on ``env`` and report each by name (see ``CheckReport``).
+
+    Beyond the default task's script (``script``, or the reference for ``seeds[0]``'s task), every task
+    kind's reference script is replayed ``repeats`` times and reset (``check_kind``), and a seeded
+    random walk of ``walk_steps`` tool calls is played twice (``check_random_walk``).
 
     ``probes`` (None: skip) sets how hard the exploit probes push, on ``probe_seeds`` (default:
     ``seeds``) for every task kind; a kind some probe wins is excluded like one whose reference fails.
@@ -393,19 +558,56 @@ def check_env(
         ):
             record(name, "not run: the world's digest cannot be computed (see coverage)")
         return report
-    coverage = env.coverage_problems()
-    record("coverage", f"uncovered or unknown columns: {', '.join(coverage)}" if coverage else None)
+    unchecked = coverage_not_checked(env.adapter)
+    if unchecked:
+        report.coverage = None
+        report.notes.append(f"coverage: {NOT_CHECKED}{unchecked}")
+    else:
+        coverage = env.coverage_problems()
+        record("coverage", f"uncovered or unknown columns: {', '.join(coverage)}" if coverage else None)
     base = list(script) if script is not None else reference_script(env, seeds[0])
     for seed in seeds:
         record("deterministic", check_deterministic(env, seed, base, repeats))
     record("seeds_differ", check_seeds_differ(env, seeds, base))
     record("reset_restores_initial", check_reset_restores(env, seeds[0], base))
-    record("incremental_digest", check_incremental_digest(env, seeds[0], base))
+    if isinstance(env.adapter, ContainerAdapter):
+        report.incremental_digest = None
+        report.notes.append(
+            f"incremental_digest: {NOT_CHECKED}container mode: the harness inside answers with its updated "
+            "digest only; run the check with an in-process strategy to compare it with a full one"
+        )
+    else:
+        record("incremental_digest", check_incremental_digest(env, seeds[0], base))
+    walk = check_random_walk(env, seeds[0], steps=walk_steps)
+    if walk is None:
+        report.random_walk = True
+    elif walk.startswith(NOT_CHECKED):
+        report.notes.append(f"random_walk: {walk}")
+    else:
+        record("random_walk", walk)
+    unwatched: dict[str, list[str]] = {}
     for i, kind in enumerate(env.adapter.task_kinds()):
-        problem = check_task(env, kind, seeds[i % len(seeds)], task_repeats)
+        seed = seeds[i % len(seeds)]
+        problem = check_task(env, kind, seed, task_repeats)
         record("tasks_valid", problem)
         if problem:
             report.excluded_tasks[kind] = problem
+        played = report.kinds[kind] = check_kind(env, kind, seed, repeats)
+        for name, why in played.problems.items():
+            record(name, why)
+        for note in played.notes:  # an adapter-wide reason is said once, naming the kinds
+            unwatched.setdefault(note, []).append(kind)
+        for table, reason in (played.ignored_writes or {}).items():
+            report.findings.append(
+                f"ignored_writes: task {kind!r} (seed {seed}) writes the ignored table {table!r} "
+                f"({reason}): a change the digest is blind to; digest the table if a task's outcome "
+                "can depend on it"
+            )
+    for note, kinds in unwatched.items():
+        every = len(kinds) == len(report.kinds) and len(kinds) > 1
+        name, _, why = note.rpartition(NOT_CHECKED)
+        which = "every task kind" if every else "task " + ", ".join(map(repr, kinds))
+        report.notes.append(f"{name}not checked for {which}: {why}")
     order = check_rewind_order(env, seeds[0])
     if order is None:
         report.rewind_order = True
@@ -427,6 +629,7 @@ def check_env(
 __all__ = [
     "NOT_CHECKED",
     "CheckReport",
+    "KindReport",
     "ProbeReport",
     "ProbeRun",
     "ProbeSettings",
@@ -436,13 +639,18 @@ __all__ = [
     "check_env",
     "check_exploits",
     "check_incremental_digest",
+    "check_kind",
+    "check_random_walk",
     "check_reset_restores",
     "check_rewind_order",
     "check_seeds_differ",
     "check_task",
+    "controls_not_checked",
     "controls_to_check",
+    "coverage_not_checked",
     "first_difference",
     "fresh_digest",
+    "play",
     "probe_rollout",
     "reference_script",
     "rollout",

@@ -1,55 +1,24 @@
-"""The pytest plugin's generated tests, run by pytest itself (pytester) against a healthy adapter and
-one whose strategy is broken: the generated tests call the checker's own functions, so they fail
-exactly where ``statekit check`` does."""
+"""The pytest plugin's generated tests, run by pytest itself (pytester) against healthy adapters and
+deliberately broken ones (a strategy, an observation, a world builder, a verifier): the generated
+tests call the checker's own functions, so they fail exactly where ``statekit check`` does. Each
+broken adapter runs beside its healthy twin, so a failure is the breakage's and nothing else's."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["pytester"]
-
-ADAPTERS = '''
-from typing import Any
-
-from statekit.strategies.base import World
-from statekit.strategies.memory import InMemory
-from statekit.testing.ledger import LedgerAdapter
-
-
-class RecyclingMemory(InMemory):
-    """A pool that hands a discarded copy to the next restore of its key, used as it is."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.used: dict[str, list[World]] = {}
-
-    def discard(self, world: World) -> None:
-        key = self._keys.get(world.id)
-        if key is not None:
-            self.used.setdefault(key, []).append(world)
-
-    def restore(self, key: str) -> World:
-        if self.used.get(key):
-            return self.used[key].pop()
-        return super().restore(key)
-
-
-class RecyclingLedger(LedgerAdapter):
-    name = "recycling_ledger"
-    strategies = ("memory",)
-
-    def make_strategy(self, name: str, **options: Any) -> InMemory:
-        return RecyclingMemory()
-'''
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(pytester: pytest.Pytester, adapter: str) -> pytest.RunResult:
-    pytester.makepyfile(ledgers=ADAPTERS)
     pytester.makefile(".py", test_nothing="def test_nothing() -> None:\n    assert True\n")
     pytester.makeini(
         f"""
 [pytest]
-pythonpath = .
+pythonpath = . {REPO}
 statekit_adapters = {adapter}
 statekit_seeds = 7,8
 """
@@ -64,6 +33,119 @@ def test_the_generated_tests_pass_on_a_healthy_adapter(pytester: pytest.Pytester
 
 def test_the_restore_test_fails_on_a_pool_that_hands_out_used_copies(pytester: pytest.Pytester) -> None:
     """The golden's cached digest would say all is well; the world hashed afresh does not."""
-    result = _run(pytester, "ledgers:RecyclingLedger")
+    result = _run(pytester, "tests.testing.recycling:RecyclingLedger")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: seed 7: *", "FAILED *::test_reset_restores_initial*"])
+
+
+LEDGER = "statekit.testing.ledger:LedgerAdapter"
+SHELVES = "tests.testing.shelf_adapters"
+
+
+def _run_ids(
+    pytester: pytest.Pytester, adapters: list[str], *args: str, inprocess: bool = False
+) -> pytest.RunResult:
+    """A run of the generated tests named by ``args`` (node ids), nothing else collected; in this
+    process when ``inprocess`` (quick, for the in-memory ledger), else in a fresh one."""
+    listed = "\n    ".join(adapters)
+    pytester.makeini(
+        f"""
+[pytest]
+pythonpath = . {REPO}
+statekit_adapters =
+    {listed}
+statekit_seeds = 7,8
+statekit_probe_entities = 10
+statekit_probe_walk = 20
+"""
+    )
+    run = pytester.runpytest_inprocess if inprocess else pytester.runpytest_subprocess
+    return run("-p", "no:cacheprovider", "-q", *args)
+
+
+def test_a_generated_test_is_selected_by_its_node_id(pytester: pytest.Pytester) -> None:
+    """Alone, or beside a test file (which alone would leave the generated tests out); a prefix
+    selects a group (the weak-verifier test below names every kind's probes by one)."""
+    pytester.makefile(".py", test_nothing="def test_nothing() -> None:\n    assert True\n")
+    one = _run_ids(pytester, [LEDGER], f"statekit[{LEDGER}]::test_seeds_differ", inprocess=True)
+    one.assert_outcomes(passed=1)
+    one.stdout.fnmatch_lines(["1 passed*"])
+    beside = _run_ids(
+        pytester,
+        [LEDGER],
+        "test_nothing.py",
+        f"statekit[{LEDGER}]::test_reset_is_deterministic",
+        inprocess=True,
+    )
+    beside.assert_outcomes(passed=2)
+    unknown = _run_ids(pytester, [LEDGER], f"statekit[{LEDGER}]::test_nope", inprocess=True)
+    assert unknown.ret == pytest.ExitCode.USAGE_ERROR
+    unknown.stderr.fnmatch_lines(["*::test_nope: no such generated test;*::test_seeds_differ, *"])
+
+
+def _shelves(*names: str) -> list[str]:
+    return [f"{SHELVES}:{name}" for name in names]
+
+
+def test_the_determinism_test_fails_when_an_observation_carries_noise(
+    pytester: pytest.Pytester, pg_url: str
+) -> None:
+    """The bump's answer names the database process that served it: no control makes that repeat."""
+    healthy, noisy = _shelves("Shelf", "NoisyShelf")
+    test = "test_reset_is_deterministic"
+    result = _run_ids(
+        pytester,
+        [healthy, noisy],
+        f"statekit[{healthy}]::{test}",
+        f"statekit[{noisy}]::{test}",
+        "--statekit-db-url",
+        pg_url,
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: seed 7, run 2 vs run 1: observation 2 differs:*",
+            f"FAILED statekit[[]{noisy}]::{test}*",
+        ]
+    )
+
+
+def test_the_seeds_test_fails_when_the_builder_ignores_the_seed(
+    pytester: pytest.Pytester, pg_url: str
+) -> None:
+    healthy, seedless = _shelves("Shelf", "SeedlessShelf")
+    test = "test_seeds_differ"
+    result = _run_ids(
+        pytester,
+        [healthy, seedless],
+        f"statekit[{healthy}]::{test}",
+        f"statekit[{seedless}]::{test}",
+        "--statekit-db-url",
+        pg_url,
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*the seed is ignored somewhere*", f"FAILED statekit[[]{seedless}]::{test}*"]
+    )
+
+
+def test_the_exploit_test_fails_on_a_weak_verifier(pytester: pytest.Pytester, pg_url: str) -> None:
+    """The weak verifier checks only that the target went up: bumping every item wins, on both kinds."""
+    healthy, weak = _shelves("Shelf", "WeakShelf")
+    test = "test_rewards_resist_exploits"
+    result = _run_ids(
+        pytester,
+        [healthy, weak],
+        f"statekit[{healthy}]::{test}",
+        f"statekit[{weak}]::{test}",
+        "--statekit-db-url",
+        pg_url,
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*probe 'every_entity[[]bump]' scored 1.0 (floor 0.0)*",
+            f"FAILED statekit[[]{weak}]::{test}[[]bump]*",
+            f"FAILED statekit[[]{weak}]::{test}[[]bump_blind]*",
+        ]
+    )
