@@ -448,6 +448,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None, help="serve's --workers (default: its own)")
     parser.add_argument("--home", default=None, help="STATEKIT_HOME to use (default: a fresh temporary one)")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--server-log", default=None, help="the server's whole output (default: a new file in the temp dir)"
+    )
     args = parser.parse_args()
 
     home = Path(args.home or tempfile.mkdtemp(prefix="statekit-soak-"))
@@ -501,11 +504,16 @@ def main() -> int:
     url = line.split(" at ", 1)[1].split()[0]
     log_tail: list[str] = []
 
+    log_path = Path(args.server_log or tempfile.mkstemp(prefix="statekit-soak-server-", suffix=".log")[1])
+    print(f"server log: {log_path}")
+
     def drain() -> None:
         assert server.stdout is not None
-        for text in server.stdout:
-            if "ERROR" in text or "Traceback" in text or " 500 " in text:
-                log_tail.append(text)
+        with log_path.open("w") as log:
+            for text in server.stdout:
+                log.write(text)
+                if "ERROR" in text or "Traceback" in text or " 500 " in text:
+                    log_tail.append(text)
 
     import threading
 
@@ -590,7 +598,7 @@ def report(
     if leaked:
         print(f"  leaked: {leaked}")
     if log_tail:
-        print("server errors (first 20 lines):\n" + "".join(log_tail[:20]))
+        print("server errors (first 20 lines; the whole log is kept, see above):\n" + "".join(log_tail[:20]))
     if args.json:
         Path(args.json).write_text(
             json.dumps(
