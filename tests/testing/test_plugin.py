@@ -83,29 +83,30 @@ def test_a_generated_test_is_selected_by_its_node_id(pytester: pytest.Pytester) 
     unknown.stderr.fnmatch_lines(["*::test_nope: no such generated test;*::test_seeds_differ, *"])
 
 
-def _shelves(*names: str) -> list[str]:
-    return [f"{SHELVES}:{name}" for name in names]
+def _beside_healthy(pytester: pytest.Pytester, pg_url: str, broken: str, test: str) -> pytest.RunResult:
+    """Run generated test ``test`` for the healthy shelf and for the ``broken`` one, by node id."""
+    healthy, other = (f"{SHELVES}:{name}" for name in ("Shelf", broken))
+    return _run_ids(
+        pytester,
+        [healthy, other],
+        f"statekit[{healthy}]::{test}",
+        f"statekit[{other}]::{test}",
+        "--statekit-db-url",
+        pg_url,
+    )
 
 
 def test_the_determinism_test_fails_when_an_observation_carries_noise(
     pytester: pytest.Pytester, pg_url: str
 ) -> None:
     """The bump's answer names the database process that served it: no control makes that repeat."""
-    healthy, noisy = _shelves("Shelf", "NoisyShelf")
     test = "test_reset_is_deterministic"
-    result = _run_ids(
-        pytester,
-        [healthy, noisy],
-        f"statekit[{healthy}]::{test}",
-        f"statekit[{noisy}]::{test}",
-        "--statekit-db-url",
-        pg_url,
-    )
+    result = _beside_healthy(pytester, pg_url, "NoisyShelf", test)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*AssertionError: seed 7, run 2 vs run 1: observation 2 differs:*",
-            f"FAILED statekit[[]{noisy}]::{test}*",
+            f"FAILED statekit[[]{SHELVES}:NoisyShelf]::{test}*",
         ]
     )
 
@@ -113,35 +114,20 @@ def test_the_determinism_test_fails_when_an_observation_carries_noise(
 def test_the_seeds_test_fails_when_the_builder_ignores_the_seed(
     pytester: pytest.Pytester, pg_url: str
 ) -> None:
-    healthy, seedless = _shelves("Shelf", "SeedlessShelf")
     test = "test_seeds_differ"
-    result = _run_ids(
-        pytester,
-        [healthy, seedless],
-        f"statekit[{healthy}]::{test}",
-        f"statekit[{seedless}]::{test}",
-        "--statekit-db-url",
-        pg_url,
-    )
+    result = _beside_healthy(pytester, pg_url, "SeedlessShelf", test)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["*the seed is ignored somewhere*", f"FAILED statekit[[]{seedless}]::{test}*"]
+        ["*the seed is ignored somewhere*", f"FAILED statekit[[]{SHELVES}:SeedlessShelf]::{test}*"]
     )
 
 
 def test_the_exploit_test_fails_on_a_weak_verifier(pytester: pytest.Pytester, pg_url: str) -> None:
     """The weak verifier checks only that the target went up: bumping every item wins, on both kinds."""
-    healthy, weak = _shelves("Shelf", "WeakShelf")
     test = "test_rewards_resist_exploits"
-    result = _run_ids(
-        pytester,
-        [healthy, weak],
-        f"statekit[{healthy}]::{test}",
-        f"statekit[{weak}]::{test}",
-        "--statekit-db-url",
-        pg_url,
-    )
+    result = _beside_healthy(pytester, pg_url, "WeakShelf", test)
     result.assert_outcomes(passed=2, failed=2)
+    weak = f"{SHELVES}:WeakShelf"
     result.stdout.fnmatch_lines(
         [
             "*probe 'every_entity[[]bump]' scored 1.0 (floor 0.0)*",
