@@ -56,6 +56,11 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+CHATTY_LOGGERS = ("vcr", "httpx", "httpx2")
+"""Libraries that log at info on every step: vcrpy each cassette interaction it loads, httpx each
+request the in-process app clients send. The server's log keeps their warnings only."""
+
+
 def serve(
     config: HarnessConfig,
     *,
@@ -73,6 +78,8 @@ def serve(
     from statekit.harness.app import create_app  # FastAPI: not imported by worker processes
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    for chatty in CHATTY_LOGGERS:  # a line per interaction loaded, per in-process request: noise at info
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     check_websockets()
     app = create_app(config)
     if uds is not None:
