@@ -19,19 +19,20 @@ SPEC = DigestSpec.from_dict(
         "ignored_tables": {},
     }
 )
-_NAME = {"type": "string", "pattern": "^item-[0-9]+$"}
+BUMP = Tool(
+    "bump",
+    "Add one to an item's quantity.",
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^item-[0-9]+$"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+)
+"""The items adapters' one writing tool (the shelf adapters of ``shelf_adapters`` share it)."""
 TOOLS = [
     Tool("top", "The first five items.", {"type": "object", "additionalProperties": False}),
-    Tool(
-        "bump",
-        "Add one to an item's quantity.",
-        {
-            "type": "object",
-            "properties": {"name": _NAME},
-            "required": ["name"],
-            "additionalProperties": False,
-        },
-    ),
+    BUMP,
     Tool("submit", "Finish.", {"type": "object", "additionalProperties": False}),
 ]
 

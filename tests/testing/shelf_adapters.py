@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from statekit.kit import JSON, DigestSpec, Episode, Outcome, SqlAdapter, Task, Tool, World
+from tests.testing.order_adapter import BUMP
 
 SPEC = DigestSpec.from_dict(
     {
@@ -28,20 +29,10 @@ SPEC = DigestSpec.from_dict(
     }
 )
 ITEMS = 12
-_NAME = {"type": "string", "pattern": "^item-[0-9]+$"}
 _NO_ARGS = {"type": "object", "additionalProperties": False}
 TOOLS = [
     Tool("shelf", "Every item and its quantity.", _NO_ARGS),
-    Tool(
-        "bump",
-        "Add one to an item's quantity.",
-        {
-            "type": "object",
-            "properties": {"name": _NAME},
-            "required": ["name"],
-            "additionalProperties": False,
-        },
-    ),
+    BUMP,
     Tool("submit", "Finish the task.", _NO_ARGS),
 ]
 
