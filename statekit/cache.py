@@ -39,6 +39,7 @@ logged, never refused: the cache then holds what is in use.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -149,6 +150,29 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (holder, key));
 CREATE INDEX IF NOT EXISTS leases_by_key ON leases (store, key);
 """
+
+
+BUILD_LOCK_STRIPES = 256
+"""Build locks are striped by key: two keys share a lock file (and wait on each other) 1 time in 256,
+and the lock directory holds at most this many files however many worlds are built."""
+
+
+@contextmanager
+def build_lock(key: str) -> Iterator[None]:
+    """Hold ``key``'s build lock (an ``flock`` under ``$STATEKIT_HOME/cache/builds``) for the block.
+
+    Sessions and worker processes of one home share goldens, so two of them may miss the same key at
+    once. Built concurrently, a world of several parts (a database plus directories) is published
+    part by part by both: one builder can see the other's half-published golden, take it for a crash's
+    remnant and drop it, and the database part of a build whose directory part lost the race was
+    published empty. One builder at a time per key, and a re-check under the lock, rule that out.
+    """
+    folder = statekit_home() / "cache" / "builds"
+    folder.mkdir(parents=True, exist_ok=True)
+    stripe = int(hashlib.sha256(key.encode()).hexdigest(), 16) % BUILD_LOCK_STRIPES
+    with open(folder / f"{stripe:03d}.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its holder dies
+        yield
 
 
 class CacheIndex:
@@ -391,7 +415,10 @@ class WorldCache:
             with build_controls.active():
                 self.adapter.build_world(world, seed)
 
-        self.strategy.capture(key, build)
+        with build_lock(key):
+            if self.strategy.has(key):  # another process or session built it while this one waited
+                return
+            self.strategy.capture(key, build)
 
     def _record_size(self, key: str) -> None:
         size = self._storage.footprint(key)

@@ -86,6 +86,14 @@ class Composite(ResetStrategy):
         def build_part(world: World) -> None:
             scratch[first] = world
             self._capture_nested(key, build, rest, scratch, published)
+            if len(scratch) < len(self.parts):
+                # An inner part's golden appeared meanwhile (another process published it), so the
+                # builder never ran and this part's scratch world is empty: it must not be published.
+                inner = [name for name in self.parts if name not in scratch]
+                raise ResetError(
+                    f"parts {inner} of golden {key!r} were published by another builder while this "
+                    "one built, so the world was not built here: retry"
+                )
 
         self.parts[first].capture(key, build_part)
         if first in scratch:  # else another process published this part first: not ours to roll back

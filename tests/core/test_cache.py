@@ -129,3 +129,34 @@ def test_per_golden_memos_stay_bounded() -> None:
         memo[f"k{n}"] = str(n)
     memo["k7"] = "again"
     assert list(memo) == ["k8", "k9", "k7"]
+
+
+HOLD_BUILD_LOCK = """
+import sys, time
+from statekit.cache import build_lock
+with build_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_build_waits_for_another_builder_of_the_same_key(tmp_path: Path) -> None:
+    """Sessions and workers of one home share goldens: a key being built elsewhere (here a process
+    holding its build lock) is waited for, not built alongside (which published half-built worlds)."""
+    import time
+
+    with statekit.make(LedgerAdapter) as env:
+        key = env.cache.key(31)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_BUILD_LOCK, key, "2"], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            started = time.monotonic()
+            env.reset(seed=31)
+            waited = time.monotonic() - started
+        finally:
+            holder.wait(timeout=30)
+        assert holder.returncode == 0
+        assert waited >= 1.0, f"the build did not wait for the lock's holder ({waited:.2f} s)"
+        assert env.step({"tool": "balances"})[0]["accounts"], "the world was built once the lock was free"

@@ -139,3 +139,23 @@ def test_a_failed_capture_drops_the_goldens_other_parts_published(
     with pytest.raises(ResetError, match="publishing failed"):
         strategy.capture("k1", build)
     assert not db.has("k1") and not files.has("k1")
+
+
+def test_an_outer_part_never_publishes_a_world_its_builder_did_not_fill(
+    parts: tuple[PostgresTemplate, CowFilesystem], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another builder publishes the files part while this one builds: the innermost capture returns
+    early, the builder never runs, and the database part must not publish its empty scratch database
+    (a soak found clones of such a golden with no tables at all)."""
+    db, files = parts
+    capture = files.capture
+
+    def published_meanwhile(key: str, source: Builder | World) -> None:
+        capture(key, lambda world: (Path(world.location) / "theirs.txt").write_text("published first"))
+        capture(key, source)  # this builder's turn: the golden exists, so it returns without building
+
+    monkeypatch.setattr(files, "capture", published_meanwhile)
+    with pytest.raises(ResetError, match=r"published by another builder while this one built"):
+        Composite({"db": db, "files": files}).capture("k", _build)
+    assert not db.has("k"), "the empty database golden was published"
+    assert files.has("k"), "the other builder's golden is not ours to drop"
