@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -258,7 +259,9 @@ async def killed_clients(url: str, token: str, tally: Tally, deadline: float, rn
             await asyncio.wait_for(child.stdout.readline(), 300)
             await asyncio.sleep(rng.uniform(0.5, 4))
         finally:
-            child.send_signal(signal.SIGKILL)
+            if child.returncode is None:  # else it already ended (its request failed): nothing to kill
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(signal.SIGKILL)
             await child.wait()
         tally.checks["client processes killed mid-episode"] += 1
         await asyncio.sleep(rng.uniform(5, 20))
