@@ -176,14 +176,42 @@ def reference_script(env: Environment, seed: int, options: dict[str, JSON] | Non
     return env.adapter.reference_actions(env.task)
 
 
+def _replays_differ(
+    env: Environment,
+    first: Rollout,
+    script: Sequence[Action],
+    repeats: int,
+    *,
+    label: str,
+    options: dict[str, JSON] | None = None,
+) -> str | None:
+    """Replay ``script`` until there are ``repeats`` runs in all; the first run that parts from
+    ``first`` (``"{label}, run N vs run 1: ..."``), or None."""
+    for run in range(2, repeats + 1):
+        diff = first_difference(first, rollout(env, seed=first.seed, actions=script, options=options))
+        if diff:
+            return f"{label}, run {run} vs run 1: {diff}"
+    return None
+
+
+def _reset_differs(
+    env: Environment, seed: int, initial: str, *, label: str, options: dict[str, JSON] | None = None
+) -> str | None:
+    """Reset twice, hashing the world itself each time: a strategy that recycles used copies without
+    resetting them serves a mutated one to a later reset, not necessarily the next one. The first
+    reset whose digest is not ``initial`` (``"{label}: digest after reset is ..."``), or None."""
+    for _ in range(2):
+        env.reset(seed=seed, options=options)
+        again = fresh_digest(env)
+        if again != initial:
+            return f"{label}: digest after reset is {again[:12]}, initial was {initial[:12]}"
+    return None
+
+
 def check_deterministic(env: Environment, seed: int, script: Sequence[Action], repeats: int) -> str | None:
     """Same seed, same actions ⇒ same digest, observations and rewards, ``repeats`` times."""
     first = rollout(env, seed=seed, actions=script)
-    for run in range(2, repeats + 1):
-        diff = first_difference(first, rollout(env, seed=seed, actions=script))
-        if diff:
-            return f"seed {seed}, run {run} vs run 1: {diff}"
-    return None
+    return _replays_differ(env, first, script, repeats, label=f"seed {seed}")
 
 
 def check_seeds_differ(env: Environment, seeds: Sequence[int], script: Sequence[Action]) -> str | None:
@@ -203,13 +231,9 @@ def check_reset_restores(env: Environment, seed: int, script: Sequence[Action]) 
     for action in script:
         env.step(action)
     mutated = fresh_digest(env)
-    # Twice: a strategy that recycles used copies without resetting them serves a mutated one to a
-    # later reset, not necessarily the next one.
-    for _ in range(2):
-        env.reset(seed=seed)
-        again = fresh_digest(env)  # the world itself, freshly hashed: a strategy that did not reset shows
-        if again != initial:
-            return f"seed {seed}: digest after reset is {again[:12]}, initial was {str(initial)[:12]}"
+    problem = _reset_differs(env, seed, str(initial), label=f"seed {seed}")
+    if problem:
+        return problem
     if mutated == initial and script:
         return f"seed {seed}: the script changed nothing, so reset was not exercised"
     return None
@@ -257,27 +281,18 @@ def check_kind(env: Environment, kind: str, seed: int, repeats: int) -> KindRepo
     else:
         assert not isinstance(watch, str)
         report.ignored_writes, report.ignored_writes_seen_by = written, watch.method
-    report.deterministic = True
-    for run in range(2, repeats + 1):
-        diff = first_difference(first, rollout(env, seed=seed, actions=script, options=options))
-        if diff:
-            report.deterministic = False
-            report.problems["deterministic"] = f"task {kind!r} (seed {seed}), run {run} vs run 1: {diff}"
-            break
+    label = f"task {kind!r} (seed {seed})"
+    replayed = _replays_differ(env, first, script, repeats, label=label, options=options)
+    report.deterministic = replayed is None
+    if replayed:
+        report.problems["deterministic"] = replayed
     if first.state_digest == first.initial_digest:
         report.notes.append(f"reset_restores_initial: {NOT_CHECKED}the script changed nothing digested")
         return report
-    report.reset_restores_initial = True
-    for _ in range(2):  # twice: a strategy recycling used copies may serve one to a later reset
-        env.reset(seed=seed, options=options)
-        again = fresh_digest(env)
-        if again != first.initial_digest:
-            report.reset_restores_initial = False
-            report.problems["reset_restores_initial"] = (
-                f"task {kind!r} (seed {seed}): digest after reset is {again[:12]}, initial was "
-                f"{first.initial_digest[:12]}"
-            )
-            break
+    restored = _reset_differs(env, seed, first.initial_digest, label=label, options=options)
+    report.reset_restores_initial = restored is None
+    if restored:
+        report.problems["reset_restores_initial"] = restored
     return report
 
 
@@ -356,11 +371,7 @@ def check_random_walk(env: Environment, seed: int, *, steps: int = 20) -> str | 
     if diff:
         shown = "; ".join(canonical_json(a)[:80] for a in actions[:6])
         return f"seed {seed}, replay vs first walk: {diff}\n  the walk's first actions: {shown}"
-    env.reset(seed=seed)
-    again = fresh_digest(env)
-    if again != initial:
-        return f"seed {seed}: digest after resetting the walk is {again[:12]}, initial was {initial[:12]}"
-    return None
+    return _reset_differs(env, seed, initial, label=f"seed {seed}, after the random walk")
 
 
 def coverage_not_checked(adapter: Adapter) -> str | None:
