@@ -42,18 +42,6 @@ _COLUMNS: dict[tuple[str, int], list[tuple[str, bool]]] = {}
 """Timestamp columns per (database, table oid): ``(name, has time zone)``. Clones keep their oids."""
 
 
-def _journals(world: World) -> Iterator[Journal]:
-    from statekit.postgres.journal import Journal
-
-    handle = world.handle
-    if isinstance(handle, Journal):
-        yield handle
-    elif isinstance(handle, dict):
-        for part in handle.values():
-            if hasattr(part, "handle") and hasattr(part, "location"):
-                yield from _journals(part)
-
-
 def _stamps(alias: str, columns: list[tuple[str, bool]]) -> Any:
     """``(name, value as timestamptz)`` for each timestamp column of the row ``alias.r``."""
     from psycopg import sql
@@ -163,7 +151,9 @@ class DatabaseClock(Control):
 
     def bind(self, world: World) -> None:
         """Watch ``world`` from its current journal position on."""
-        self._watches = [_Watch(journal) for journal in _journals(world)]
+        from statekit.postgres.journal import journals_of  # psycopg: not imported with statekit
+
+        self._watches = [_Watch(journal) for journal in journals_of(world)]
 
     @contextmanager
     def active(self) -> Iterator[None]:

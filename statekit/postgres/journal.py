@@ -32,6 +32,7 @@ from psycopg.types.json import set_json_loads
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
 from statekit.postgres.server import rollback_prepared, tuples
+from statekit.strategies.base import World
 
 DEFAULT_BOUND = 200_000
 """Row changes a world's journal may hold before the world is discarded instead of rewound."""
@@ -383,3 +384,13 @@ class Journal:
             for row in cur.execute(query, params):
                 sign = int(row.pop("statekit_sign"))
                 yield sign, row
+
+
+def journals_of(world: World) -> Iterator[Journal]:
+    """Every change journal among a world's parts (a composite world holds one world per part)."""
+    if isinstance(world.handle, Journal):
+        yield world.handle
+    elif isinstance(world.handle, dict):
+        for part in world.handle.values():
+            if isinstance(part, World):
+                yield from journals_of(part)

@@ -17,9 +17,7 @@ How writes are seen, exactly and without the application's help:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -27,26 +25,14 @@ from psycopg import sql
 from statekit.container_mode import ContainerAdapter
 from statekit.digest.spec import DigestSpec
 from statekit.env import Environment
-from statekit.postgres.journal import Cut, Journal, delta
+from statekit.postgres.journal import Cut, Journal, delta, journals_of
 from statekit.postgres.journal_sql import SESSION_IO
-from statekit.strategies.base import World
 
 JOURNAL = "journal"
 CONTENTS = "contents"
 NOTHING_IGNORED = "nothing ignored"
 """How a ``WriteWatch`` sees writes: the change journal, the ignored tables' contents hashed, or not at
 all because the spec ignores no table (so nothing can be written unseen)."""
-
-
-def _journals(handle: Any) -> Iterator[Journal]:
-    """Every change journal among a world's parts (a composite world holds one world per part)."""
-    if isinstance(handle, Journal):
-        yield handle
-    elif isinstance(handle, World):
-        yield from _journals(handle.handle)
-    elif isinstance(handle, dict):
-        for part in handle.values():
-            yield from _journals(part)
 
 
 def table_fingerprints(conninfo: str, schema: str, tables: list[str]) -> dict[str, str]:
@@ -92,7 +78,7 @@ class WriteWatch:
             )
         if not spec.ignored_tables:
             return cls(spec, None, NOTHING_IGNORED)
-        journals = list(_journals(env.world))
+        journals = list(journals_of(env.world))
         if len(journals) != 1:
             found = "no PostgreSQL database restored by statekit" if not journals else f"{len(journals)}"
             return f"the world holds {found} (a PostgresTemplate copy), so its tables cannot be watched"
