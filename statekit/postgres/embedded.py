@@ -14,6 +14,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO
@@ -24,6 +25,14 @@ from statekit.postgres.server import PostgresServer
 
 __all__ = ["SharedCluster", "linger_seconds", "statekit_home"]
 DEFAULT_LINGER = 300.0
+
+_held_lock = threading.Lock()
+_held: dict[Path, tuple[EmbeddedCluster, int]] = {}
+"""Clusters this process uses now, with how many leases: a serving process opens an environment per
+session, and while one lease holds the server no other process can stop it (``stop`` needs the users
+lock exclusively), so later leases skip ``pg_ctl status`` and the binary probes (each a process spawn).
+A forked child starts with none: its leases are its own."""
+os.register_at_fork(after_in_child=_held.clear)
 
 
 def linger_seconds() -> float:
@@ -50,12 +59,23 @@ class SharedCluster:
 
     def acquire(self) -> PostgresServer:
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        with self._start_lock():
-            cluster = EmbeddedCluster(self.base_dir)
-            if not cluster.is_running():
-                cluster.start()
-            users = (self.base_dir / "users.lock").open("w")
-            fcntl.flock(users, fcntl.LOCK_SH)
+        key = self.base_dir.resolve()
+        with _held_lock:
+            held = _held.get(key)
+            if held is not None:
+                cluster, leases = held
+                users = (self.base_dir / "users.lock").open("w")
+                fcntl.flock(users, fcntl.LOCK_SH)  # granted at once: this process already holds it
+                _held[key] = (cluster, leases + 1)
+                self._users, self._cluster = users, cluster
+                return cluster.server()
+            with self._start_lock():
+                cluster = EmbeddedCluster(self.base_dir)
+                if not cluster.is_running():
+                    cluster.start()
+                users = (self.base_dir / "users.lock").open("w")
+                fcntl.flock(users, fcntl.LOCK_SH)
+            _held[key] = (cluster, 1)
         self._users, self._cluster = users, cluster
         return cluster.server()
 
@@ -65,6 +85,19 @@ class SharedCluster:
         self._users = self._cluster = None
         if users is None or cluster is None:
             return
+        key = self.base_dir.resolve()
+        with _held_lock:
+            _, leases = _held.get(key, (cluster, 1))
+            if leases > 1:
+                _held[key] = (cluster, leases - 1)
+                users.close()
+                return
+            _held.pop(key, None)
+            self._leave(users, cluster)
+
+    def _leave(self, users: IO[str], cluster: EmbeddedCluster) -> None:
+        """This process's last lease ends: the last user out of every process stops the server or
+        lets it linger."""
         with self._start_lock():
             fcntl.flock(users, fcntl.LOCK_UN)
             try:

@@ -8,6 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from statekit.postgres import SharedCluster
 from statekit.postgres.cluster import EmbeddedCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +54,36 @@ def test_statekit_stop_stops_it_now(tmp_path: Path) -> None:
     stopped = _cli(home, "stop", linger="600")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     assert not _running(home)
+
+
+def test_leases_in_one_process_share_the_server_without_spawning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A serving process opens an environment per session: after the first lease, another spawns no
+    process (a spawn per session failed with EFAULT under load), and the server stops only when the
+    last lease ends."""
+    monkeypatch.setenv("STATEKIT_PG_LINGER", "0")
+    shared = SharedCluster(tmp_path / "pg")
+    first = shared.acquire()
+    spawned: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting_run(command: list[str], *args: object, **kwargs: object) -> object:
+        spawned.append(command)
+        return real_run(command, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "run", counting_run)
+    leases = [SharedCluster(tmp_path / "pg") for _ in range(3)]
+    for lease in leases:
+        server = lease.acquire()
+        with server.admin() as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        server.close()
+    for lease in leases:
+        lease.release()
+    assert spawned == [], "later leases spawn nothing"
+    monkeypatch.setattr(subprocess, "run", real_run)
+    assert _running(tmp_path), "the first lease still holds the server"
+    first.close()
+    shared.release()
+    assert not _running(tmp_path), "the last lease out stops it"
