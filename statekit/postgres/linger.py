@@ -2,9 +2,11 @@
 
 Started detached by ``SharedCluster.release`` (``python -m statekit.postgres.linger BASE SECONDS``).
 It holds ``linger.lock`` while it watches, so one lingerer at most exists per cluster. Every user's
-release rewrites ``last-release``; the server stops only when ``SECONDS`` have passed since the latest
-one and no process holds ``users.lock``. If the cluster's directory is deleted under it (a test's
-temporary home), the server is stopped by its pid.
+release touches ``last-release``, and the lingerer reads its modification time (set by the kernel:
+a release made while another thread's virtual clock is active would write that clock's time). The
+server stops only when ``SECONDS`` have passed since the latest release and no process holds
+``users.lock``. If the cluster's directory is deleted under it (a test's temporary home), the
+server is stopped by its pid.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def watch(base: Path, seconds: float) -> None:
     pid = _postmaster_pid(base)
     while True:
         try:
-            last = float((base / "last-release").read_text())
-        except (OSError, ValueError):
+            last = (base / "last-release").stat().st_mtime
+        except OSError:
             last = time.time()
         wait = last + seconds - time.time()
         if wait > 0:

@@ -36,7 +36,6 @@ import errno
 import logging
 import os
 import re
-import secrets
 import shutil
 import stat
 import subprocess
@@ -44,6 +43,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from statekit.determinism.ids import true_token
 from statekit.digest.files import walk
 from statekit.errors import ConfigError, ResetError, RewindError
 from statekit.strategies.base import Builder, ResetStrategy, World
@@ -233,7 +233,7 @@ class CowFilesystem(ResetStrategy):
         if not golden.is_dir():
             return
         with contextlib.suppress(FileNotFoundError):  # a concurrent drop got there first
-            os.rename(golden, self._trash / f"{key}.{secrets.token_hex(4)}")
+            os.rename(golden, self._trash / f"{key}.{true_token(4)}")
         self._purge_trash()
 
     def footprint(self, key: str) -> int | None:

@@ -11,7 +11,9 @@ import pytest
 
 import statekit
 from statekit.cache import CacheIndex, Memo, WorldCache, parse_size
+from statekit.determinism.ids import SeededIds, true_token
 from statekit.errors import ConfigError
+from statekit.seeds import WorldSet
 from statekit.strategies.memory import InMemory
 from statekit.testing.ledger import LedgerAdapter
 
@@ -99,6 +101,41 @@ cache.ensure(1)
 print(cache.key(1), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+def test_holders_made_while_an_episode_draws_ids_keep_their_own_leases() -> None:
+    """The ids control patches the process's entropy while any session steps. A holder named from
+    ``secrets`` then got the episode stream's first token, the same for every session made during
+    such a step: one session's close released the other's leases, and a golden in use was evicted
+    under it (a worker hit this as "cannot digest ...: not a directory")."""
+    adapter, strategy, index = LedgerAdapter(), InMemory(), CacheIndex()
+    budget = 2 * _golden_bytes() + _golden_bytes() // 2  # room for two worlds, not three
+    caches = []
+    for _ in range(2):
+        with SeededIds(5).active():  # the same seed's step in another session, each time
+            caches.append(WorldCache(adapter, strategy, budget=budget, index=index))
+    a, b = caches
+    a.ensure(1)  # a's episode is on seed 1
+    b.ensure(2)
+    b.close()  # b's session ends: only b's leases go
+    c = WorldCache(adapter, strategy, budget=budget, index=index)
+    c.ensure(3)
+    c.ensure(4)
+    assert strategy.has(a.key(1)), "a's world stays while a uses it"
+    assert {e.seed for e in index.entries() if e.leased} == {1, 3, 4}, "b's close kept a's lease"
+
+
+def test_seedless_draws_and_trash_names_come_from_the_system_even_inside_a_step() -> None:
+    worlds = WorldSet()
+    draws = []
+    for _ in range(3):
+        with SeededIds(5).active():
+            draws.append(worlds.draw())
+    assert len(set(draws)) == 3, "seedless resets made during other sessions' steps draw alike"
+    with SeededIds(5).active():
+        first = true_token(8)
+    with SeededIds(5).active():
+        assert true_token(8) != first
 
 
 def test_a_crashed_processs_lease_protects_nothing(tmp_path: Path) -> None:

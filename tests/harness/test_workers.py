@@ -194,3 +194,20 @@ def test_serve_refuses_a_negative_worker_count() -> None:
         check=False,
     )
     assert result.returncode == 2 and "workers must be >= 0" in result.stderr
+
+
+def test_workers_run_with_two_malloc_arenas_unless_the_user_chose(
+    harness: Callable[..., tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker runs a thread per session, and glibc's default of an arena per thread let the soak's
+    RSS creep (see MALLOC_ARENAS); a user's own MALLOC_ARENA_MAX is kept."""
+
+    def arenas(app: Any) -> str:
+        (pid,) = app.state.workers.pids
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return next(v.split(b"=", 1)[1].decode() for v in environ if v.startswith(b"MALLOC_ARENA_MAX="))
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert arenas(harness(LEDGER, workers=1)[1]) == "2"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert arenas(harness(LEDGER, workers=1)[1]) == "4"
