@@ -8,10 +8,10 @@ rewind interface for strategies that offer it (one that cannot rewind must say s
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from statekit.determinism.ids import true_token
 from statekit.errors import ResetError, RewindError
 from statekit.strategies.base import ResetStrategy, World
 
@@ -26,7 +26,7 @@ class Probe:
 
 
 def _key() -> str:
-    return "k" + secrets.token_hex(8)
+    return "k" + true_token(8)
 
 
 def check_restore_unknown_key_fails(strategy: ResetStrategy, probe: Probe) -> None:
