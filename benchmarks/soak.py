@@ -300,6 +300,8 @@ def proc_stats(pid: int) -> dict[str, float]:
         rss = int(fields["VmRSS"].split()[0]) / 1024
         if process == pid:
             total["front_rss_mb"] = rss
+        else:  # each worker's own, in the JSON: which process spikes
+            total[f"rss_mb_{process}"] = rss
         total["rss_mb"] += rss
         total["threads"] += int(fields["Threads"])
         total["fds"] += fds
@@ -577,6 +579,11 @@ def report(
         print(
             f"RSS from minute 2 ({warm[0]['rss_mb']:.1f} MB) to the end: at most {100 * rss_drift:.1f} % away"
         )
+        by_minute: dict[int, list[float]] = {}
+        for sample in warm:
+            by_minute.setdefault(int(sample["t"] // 60), []).append(sample["rss_mb"])
+        levels = "  ".join(f"{m}: {statistics.median(v):.0f}" for m, v in sorted(by_minute.items()))
+        print(f"RSS level (median MB by minute, shown beside the target, not judged): {levels}")
     print(
         f"cache: budget {budget / 2**20:.0f} MiB, peak recorded {cache_peak / 2**20:.1f} MiB, peak on disk "
         f"{disk_peak / 2**20:.1f} MiB, after {cache[0] / 2**20:.1f} / {cache[1] / 2**20:.1f} MiB"
