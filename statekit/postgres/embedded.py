@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -25,12 +26,23 @@ from statekit.postgres.server import PostgresServer
 __all__ = ["SharedCluster", "linger_seconds", "statekit_home"]
 DEFAULT_LINGER = 300.0
 
+
+@dataclass
+class _Hold:
+    """This process's use of one cluster: the handle, the shared lock on ``users.lock``, the leases."""
+
+    cluster: EmbeddedCluster
+    users: IO[str]
+    leases: int = 0
+
+
 _held_lock = threading.Lock()
-_held: dict[Path, tuple[EmbeddedCluster, int]] = {}
-"""Clusters this process uses now, with how many leases: a serving process opens an environment per
-session, and while one lease holds the server no other process can stop it (``stop`` needs the users
-lock exclusively), so later leases skip ``pg_ctl status`` and the binary probes (each a process spawn).
-A forked child starts with none: its leases are its own."""
+_held: dict[Path, _Hold] = {}
+"""Clusters this process uses now. A serving process opens an environment per session: only its first
+lease starts or checks the server (``pg_ctl status`` and the binary probes, each a process spawn) and
+takes the shared users lock, which it keeps until its last lease ends, so no other process can stop
+the server meanwhile (``stop`` needs that lock exclusively). A forked child starts with none: its
+leases are its own, and it never unlocks the parent's lock."""
 os.register_at_fork(after_in_child=_held.clear)
 
 
@@ -48,7 +60,6 @@ class SharedCluster:
 
     def __init__(self, base_dir: Path | None = None) -> None:
         self.base_dir = base_dir or statekit_home() / "pg"
-        self._users: IO[str] | None = None
         self._cluster: EmbeddedCluster | None = None
 
     def _start_lock(self) -> IO[str]:
@@ -60,39 +71,33 @@ class SharedCluster:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         key = self.base_dir.resolve()
         with _held_lock:
-            held = _held.get(key)
-            if held is not None:
-                cluster, leases = held
-                users = (self.base_dir / "users.lock").open("w")
-                fcntl.flock(users, fcntl.LOCK_SH)  # granted at once: this process already holds it
-                _held[key] = (cluster, leases + 1)
-                self._users, self._cluster = users, cluster
-                return cluster.server()
-            with self._start_lock():
-                cluster = EmbeddedCluster(self.base_dir)
-                if not cluster.is_running():
-                    cluster.start()
-                users = (self.base_dir / "users.lock").open("w")
-                fcntl.flock(users, fcntl.LOCK_SH)
-            _held[key] = (cluster, 1)
-        self._users, self._cluster = users, cluster
-        return cluster.server()
+            hold = _held.get(key)
+            if hold is None:
+                with self._start_lock():
+                    cluster = EmbeddedCluster(self.base_dir)
+                    if not cluster.is_running():
+                        cluster.start()
+                    users = (self.base_dir / "users.lock").open("w")
+                    fcntl.flock(users, fcntl.LOCK_SH)
+                hold = _held[key] = _Hold(cluster, users)
+            hold.leases += 1
+        self._cluster = hold.cluster
+        return hold.cluster.server()
 
     def release(self) -> None:
         """Leave the server: the last user out stops it, or lets it linger. Safe to call twice."""
-        users, cluster = self._users, self._cluster
-        self._users = self._cluster = None
-        if users is None or cluster is None:
+        if self._cluster is None:
             return
+        self._cluster = None
         key = self.base_dir.resolve()
         with _held_lock:
-            _, leases = _held.get(key, (cluster, 1))
-            if leases > 1:
-                _held[key] = (cluster, leases - 1)
-                users.close()
+            hold = _held.get(key)
+            if hold is None:  # acquired before a fork: the parent's lease, not this process's
                 return
-            _held.pop(key, None)
-            self._leave(users, cluster)
+            hold.leases -= 1
+            if hold.leases == 0:
+                del _held[key]
+                self._leave(hold.users, hold.cluster)
 
     def _leave(self, users: IO[str], cluster: EmbeddedCluster) -> None:
         """This process's last lease ends: the last user out of every process stops the server or
