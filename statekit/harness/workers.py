@@ -51,8 +51,9 @@ START_TIMEOUT = 300.0
 MALLOC_ARENAS = 2
 """glibc's malloc arenas per worker (``MALLOC_ARENA_MAX``, unless the environment sets it). A worker
 runs a thread per session, and glibc gives each thread an arena of its own (up to 8 per core) whose
-freed memory other threads cannot reuse. In the soak, 2 arenas cut the server's RSS by 40 % and its
-growth by as much, for about 5 % fewer requests served."""
+freed memory other threads cannot reuse. In two separate soak runs (ARCHITECTURE.md), the server's
+RSS at minute 2 was 565 MB with 2 arenas and 983 MB without, and it served 19,264 and 20,392
+requests."""
 STOP_TIMEOUT = 60.0
 
 
