@@ -11,7 +11,7 @@ import functools
 import hashlib
 import warnings
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from sqlalchemy import select
 with warnings.catch_warnings():  # starlette deprecates httpx in its TestClient; it still works
     warnings.filterwarnings("ignore", message=".*starlette.testclient.*")
     from fastapi.testclient import TestClient
+from fastapi.dependencies import models as fastapi_dependencies
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -32,8 +33,8 @@ from adapters.claims_app.vendors import live_vendors
 from examples.claims_app import fixtures, services
 from examples.claims_app.api import create_app
 from examples.claims_app.config import Settings
-from examples.claims_app.db import create_schema, make_engine, make_session_factory
-from examples.claims_app.models import Adjuster, AuthSession
+from examples.claims_app.db import make_engine, make_session_factory
+from examples.claims_app.models import Adjuster, AuthSession, Base
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.kit import (
     CANONICAL_BASE,
@@ -107,11 +108,37 @@ class ClaimsApp:
         if self.client is not None:
             self.client.close()
             self.client = None
-        self.engine.dispose()
-        # FastAPI's callable caches (4096 entries each) keep this app's route functions, and through
-        # their closures its session factory, for thousands of worlds: unbind the engine from it.
-        self.engine.clear_compiled_cache()
+        _forget_engine(self.engine)
+        _forget_fastapi_callables()
+        # typing's own caches (128 deep) keep the app's ``Annotated[..., Depends(closure)]``
+        # parameters, and through the closures this session factory: unbind the engine from it
         self.sessions.configure(bind=None)
+
+
+def _forget_engine(engine: Engine) -> None:
+    """Be done with an engine: its pool, its compiled SQL, and the ORM's flush statements for its
+    dialect. Each engine has a dialect of its own, and each of the app's mappers keeps its flush
+    statements in an LRU cache (100 to 150 entries) keyed by dialect, so a worker that made an
+    engine per world and per build kept hundreds of dead dialects (some 30 more a minute in the
+    soak), and its RSS crept for as long as it ran."""
+    engine.dispose()
+    engine.clear_compiled_cache()
+    for mapper in Base.registry.mappers:
+        cache = mapper._compiled_cache  # keys are (dialect, statement key, ...)
+        for key in [k for k in list(cache) if k[0] is engine.dialect]:
+            with suppress(KeyError):  # another thread's flush may prune it first
+                del cache[key]
+
+
+def _forget_fastapi_callables() -> None:
+    """Let a closed app go: FastAPI classifies dependency callables in module-level LRU caches of
+    4096 entries keyed by the callable itself, so each app made for a world stayed alive (its route
+    closures, settings and session factory) until some 340 later apps pushed it out. A worker's RSS
+    grew with its first few hundred sessions and then stopped, a warm-up that lasted minutes of a
+    soak. Live apps pay a re-classification of their callables on their next request."""
+    for name, cached in vars(fastapi_dependencies).items():
+        if name.endswith("_callable_cached") and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
 
 
 class ClaimsEpisode(Episode):
@@ -300,7 +327,9 @@ class ClaimsAdapter(SqlAdapter):
     def build_world(self, world: World, seed: int) -> None:
         engine = make_engine(self.database_url(world))
         try:
-            create_schema(engine)
+            # the database is new: create without probing, since SQLAlchemy's PostgreSQL dialect
+            # caches the probe per dialect (128 deep) and would keep each build's dialect alive
+            Base.metadata.create_all(engine, checkfirst=False)
             with make_session_factory(engine)() as session, session.begin():
                 uploads = self.directory(world, "uploads")
                 fixtures.generate(session, seed=seed, scale=self.scale, upload_dir=uploads)
@@ -309,7 +338,7 @@ class ClaimsAdapter(SqlAdapter):
                 settings = Settings(db_url=self.database_url(world), token_ttl_hours=24 * 365 * 20)
                 services.login(session, settings, AGENT, fixtures.FIXTURE_PASSWORD)
         finally:
-            engine.dispose()
+            _forget_engine(engine)
 
     def attach(self, world: World) -> ClaimsApp | None:
         base, _ = self._outbound_base()

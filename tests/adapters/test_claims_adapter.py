@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,9 +13,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy.dialects.postgresql.base import PGDialect
 
 import statekit
 from adapters.claims_app import ClaimsAdapter
+from examples.claims_app.config import Settings
 from statekit.errors import ConfigError, EnvironmentClosed, SpecError
 from statekit.postgres import PostgresServer
 from statekit.postgres.embedded import statekit_home
@@ -193,6 +197,32 @@ def test_a_closed_environment_creates_no_database_copy_or_golden(
             call()
     assert pg_cluster.databases("skclaims_") == databases
     assert sorted(str(p.relative_to(files)) for p in files.glob("*/*")) == trees
+
+
+def test_closed_environments_and_builds_leave_nothing_of_their_apps_or_engines_alive(pg_url: str) -> None:
+    """A worker opens thousands of sessions and builds hundreds of worlds. Each closed session's app
+    and each engine it or a build made must be garbage, not kept by a library's module-level cache
+    (FastAPI's callable classification, the ORM's flush statements per dialect) until hundreds of
+    later ones push it out."""
+
+    def alive() -> list[object]:
+        gc.collect()
+        return [o for o in gc.get_objects() if isinstance(o, (Settings, PGDialect))]
+
+    kept = alive()  # held, so no id in ``before`` is reused by a new object
+    before = {id(o) for o in kept}
+    fresh = secrets.SystemRandom().sample(range(10**6, 2**31), 2)  # worlds no test built
+    for seed in (*fresh, 7):
+        with statekit.make("claims_app", db_url=pg_url) as made:
+            made.reset(seed=seed)
+            assert seed == 7 or made.cache.last == "miss", "a fresh seed's reset builds its world"
+            mine = made.step({"tool": "list_claims", "assigned_to_me": True, "limit": 1})[0]
+            reference = mine["body"]["items"][0]["reference"]
+            note = made.step({"tool": "add_note", "reference": reference, "body": "seen"})[0]
+            assert note["status"] == 201, note  # a write: the ORM flushed through this app's engine
+            assert any(id(o) not in before for o in alive()), "the open environment's app is alive"
+    assert [o for o in alive() if id(o) not in before] == []
+    del kept
 
 
 def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> None:
