@@ -33,7 +33,7 @@ from adapters.claims_app.vendors import live_vendors
 from examples.claims_app import fixtures, services
 from examples.claims_app.api import create_app
 from examples.claims_app.config import Settings
-from examples.claims_app.db import make_engine, make_session_factory
+from examples.claims_app.db import create_schema, make_engine, make_session_factory
 from examples.claims_app.models import Adjuster, AuthSession, Base
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
 from statekit.kit import (
@@ -123,8 +123,10 @@ def _forget_engine(engine: Engine) -> None:
     soak), and its RSS crept for as long as it ran."""
     engine.dispose()
     engine.clear_compiled_cache()
-    for mapper in Base.registry.mappers:
-        cache = mapper._compiled_cache  # keys are (dialect, statement key, ...)
+    for mapper in {m.base_mapper for m in Base.registry.mappers}:  # flushes use the base's cache
+        cache = mapper.__dict__.get("_compiled_cache")  # made on first flush; keys (dialect, ...)
+        if cache is None:
+            continue
         for key in [k for k in list(cache) if k[0] is engine.dialect]:
             with suppress(KeyError):  # another thread's flush may prune it first
                 del cache[key]
@@ -329,7 +331,7 @@ class ClaimsAdapter(SqlAdapter):
         try:
             # the database is new: create without probing, since SQLAlchemy's PostgreSQL dialect
             # caches the probe per dialect (128 deep) and would keep each build's dialect alive
-            Base.metadata.create_all(engine, checkfirst=False)
+            create_schema(engine, checkfirst=False)
             with make_session_factory(engine)() as session, session.begin():
                 uploads = self.directory(world, "uploads")
                 fixtures.generate(session, seed=seed, scale=self.scale, upload_dir=uploads)

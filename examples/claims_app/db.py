@@ -18,6 +18,7 @@ def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def create_schema(engine: Engine) -> None:
-    """Create every table and the claim reference sequence (no-op for what already exists)."""
-    Base.metadata.create_all(engine)
+def create_schema(engine: Engine, *, checkfirst: bool = True) -> None:
+    """Create every table and the claim reference sequence (no-op for what already exists, unless
+    ``checkfirst`` is off: then the database must be empty, and nothing is probed first)."""
+    Base.metadata.create_all(engine, checkfirst=checkfirst)
