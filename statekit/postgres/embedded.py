@@ -4,8 +4,9 @@ It lives under ``$STATEKIT_HOME/pg`` (default ``~/.cache/statekit/pg``) so the s
 golden databases) survives process restarts. Each process holds a shared ``flock`` on the cluster
 while it uses it; a crashed process releases its lock with it. When the last one leaves, the server
 lingers for ``$STATEKIT_PG_LINGER`` seconds (default 300; 0 stops it at once), so a series of CLI
-commands pays for starting PostgreSQL once: a small detached process (``statekit.postgres.linger``)
-stops it once that long has passed with no user. ``statekit stop`` stops it now.
+commands pays for starting PostgreSQL once: a small detached process (``statekit.postgres.linger``),
+started with a process's first lease, stops it once that long has passed with no user, including
+when the last user died without releasing. ``statekit stop`` stops it now.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class SharedCluster:
                         cluster.start()
                     users = (self.base_dir / "users.lock").open("w")
                     fcntl.flock(users, fcntl.LOCK_SH)
+                    # watched from the start: a user that dies without releasing still lets it stop
+                    self._linger(linger_seconds())
                 hold = _held[key] = _Hold(cluster, users)
             hold.leases += 1
         self._cluster = hold.cluster

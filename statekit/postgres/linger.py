@@ -1,12 +1,14 @@
 """The lingerer: stops the embedded server once it has had no user for a while.
 
-Started detached by ``SharedCluster.release`` (``python -m statekit.postgres.linger BASE SECONDS``).
-It holds ``linger.lock`` while it watches, so one lingerer at most exists per cluster. Every user's
-release touches ``last-release``, and the lingerer reads its modification time (set by the kernel:
-a release made while another thread's virtual clock is active would write that clock's time). The
-server stops only when ``SECONDS`` have passed since the latest release and no process holds
-``users.lock``. If the cluster's directory is deleted under it (a test's temporary home), the
-server is stopped by its pid.
+Started detached with a process's first lease of the server (``SharedCluster.acquire``, as
+``python -m statekit.postgres.linger BASE SECONDS``), so it watches while the server is used: a user
+that dies without releasing (killed, or a script that never closed its environment) still leaves
+no server behind. It holds ``linger.lock`` while it watches, so one lingerer at most exists per
+cluster. Every user's release touches ``last-release``, and the lingerer reads its modification time
+(set by the kernel: a release made while another thread's virtual clock is active would write that
+clock's time). The server stops once ``SECONDS`` have passed since the latest release (or since the
+lingerer started, if later) and no process holds ``users.lock``. If the cluster's directory is
+deleted under it (a test's temporary home), the server is stopped by its pid.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 from statekit.postgres.cluster import EmbeddedCluster
 
@@ -28,40 +31,54 @@ def _postmaster_pid(base: Path) -> int | None:
         return None
 
 
+POLL_SECONDS = 5.0
+"""How often the lingerer looks again while the server is in use (or its period has not passed)."""
+
+
 def watch(base: Path, seconds: float) -> None:
     lock = (base / "linger.lock").open("w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return
+    started = time.time()
     pid = _postmaster_pid(base)
     while True:
+        pid = _postmaster_pid(base) or pid
+        if not base.exists():
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+            return
         try:
-            last = (base / "last-release").stat().st_mtime
+            last = max(started, (base / "last-release").stat().st_mtime)
         except OSError:
-            last = time.time()
+            last = started
         wait = last + seconds - time.time()
         if wait > 0:
-            time.sleep(min(wait, 5.0))
-            if not base.exists():
-                if pid:
-                    os.kill(pid, signal.SIGTERM)
-                return
+            time.sleep(min(wait, POLL_SECONDS))
             continue
-        with (base / "start.lock").open("w") as start:
-            fcntl.flock(start, fcntl.LOCK_EX)
-            users = (base / "users.lock").open("w")
+        try:
+            if _stop_if_idle(base, lock):
+                return
+        except FileNotFoundError:  # the directory went meanwhile: the next turn stops it by pid
+            continue
+        time.sleep(POLL_SECONDS)
+
+
+def _stop_if_idle(base: Path, watching: IO[str]) -> bool:
+    """Stop the server if no process uses it (in use: its last user's release restarts the clock).
+    Stopped, the lingerer lets go of ``linger.lock`` before ``start.lock``, so the next user to start
+    the server also starts the next lingerer."""
+    with (base / "start.lock").open("w") as start:
+        fcntl.flock(start, fcntl.LOCK_EX)
+        with (base / "users.lock").open("w") as users:
             try:
                 fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                idle = True
-            except BlockingIOError:  # in use again: its last user's release restarts the clock
-                idle = False
-            finally:
-                users.close()
-            if idle:
-                EmbeddedCluster(base).stop_server()
-                return
-        time.sleep(min(seconds, 5.0))
+            except BlockingIOError:
+                return False
+        EmbeddedCluster(base).stop_server()
+        watching.close()
+        return True
 
 
 if __name__ == "__main__":

@@ -87,3 +87,32 @@ def test_leases_in_one_process_share_the_server_without_spawning(
     first.close()
     shared.release()
     assert not _running(tmp_path), "the last lease out stops it"
+
+
+def test_a_user_killed_without_releasing_does_not_leave_the_server_running(tmp_path: Path) -> None:
+    """A process that dies holding a lease (SIGKILL, or a script that never closes its environment)
+    must not leave the server running forever: the lingerer watches from the first lease."""
+    home = tmp_path / "home"
+    user = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from statekit.postgres import SharedCluster; import time\n"
+            "SharedCluster().acquire(); print('up', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "STATEKIT_HOME": str(home), "STATEKIT_PG_LINGER": "1"},
+    )
+    try:
+        assert user.stdout is not None and user.stdout.readline().strip() == "up"
+        time.sleep(3)
+        assert _running(home), "a user holds it past the linger period: it keeps running"
+    finally:
+        user.kill()
+        user.wait()
+    deadline = time.monotonic() + 30
+    while _running(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _running(home), "once its only user died, the server stops by itself"
