@@ -12,6 +12,7 @@ when the last user died without releasing. ``statekit stop`` stops it now.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from statekit.home import statekit_home
 from statekit.postgres.cluster import EmbeddedCluster
 from statekit.postgres.server import PostgresServer
 
+log = logging.getLogger(__name__)
 __all__ = ["SharedCluster", "linger_seconds", "statekit_home"]
 DEFAULT_LINGER = 300.0
 
@@ -131,13 +133,16 @@ class SharedCluster:
             return  # a lingerer is already watching
         finally:
             probe.close()
-        subprocess.Popen(
-            [sys.executable, "-m", "statekit.postgres.linger", str(self.base_dir), str(seconds)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            subprocess.Popen(
+                [sys.executable, "-m", "statekit.postgres.linger", str(self.base_dir), str(seconds)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:  # the server still works; the next lease or release tries again
+            log.warning("could not start the embedded server's lingerer: %s", exc)
 
     def stop(self, *, force: bool = False) -> bool:
         """Stop the server now; unless ``force``, only when no process uses it. Whether it stopped."""

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import IO
 
@@ -42,33 +43,51 @@ def watch(base: Path, seconds: float) -> None:
     except BlockingIOError:
         return
     started = time.time()
-    pid = _postmaster_pid(base)
+    pid: int | None = None
     while True:
-        pid = _postmaster_pid(base) or pid
         if not base.exists():
-            if pid:
-                os.kill(pid, signal.SIGTERM)
+            _terminate_postmaster(pid)
             return
-        try:
-            last = max(started, (base / "last-release").stat().st_mtime)
-        except OSError:
-            last = started
-        wait = last + seconds - time.time()
-        if wait > 0:
-            time.sleep(min(wait, POLL_SECONDS))
+        pid = _postmaster_pid(base)  # None once the server stopped: nothing left to signal
+        if _idle_for(base, started) < seconds:
+            time.sleep(POLL_SECONDS if seconds <= 0 else min(seconds, POLL_SECONDS))
             continue
         try:
-            if _stop_if_idle(base, lock):
+            if _stop_if_idle(base, lock, started, seconds):
                 return
-        except FileNotFoundError:  # the directory went meanwhile: the next turn stops it by pid
-            continue
+        except FileNotFoundError:
+            if not base.exists():  # the directory went meanwhile: the next turn stops it by pid
+                continue
         time.sleep(POLL_SECONDS)
 
 
-def _stop_if_idle(base: Path, watching: IO[str]) -> bool:
-    """Stop the server if no process uses it (in use: its last user's release restarts the clock).
-    Stopped, the lingerer lets go of ``linger.lock`` before ``start.lock``, so the next user to start
-    the server also starts the next lingerer."""
+def _idle_for(base: Path, started: float) -> float:
+    """Seconds since the latest release (or since the lingerer started, if later)."""
+    try:
+        last = max(started, (base / "last-release").stat().st_mtime)
+    except OSError:
+        last = started
+    return time.time() - last
+
+
+def _terminate_postmaster(pid: int | None) -> None:
+    """Stop the server of a deleted home by its pid, if that pid is still a postgres process."""
+    if pid is None:
+        return
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return
+    if b"postgres" in command:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _stop_if_idle(base: Path, watching: IO[str], started: float, seconds: float) -> bool:
+    """Stop the server if no process uses it and the period since the latest release has passed
+    (both judged under the locks, so a release made meanwhile restarts the clock). Stopped, the
+    lingerer lets go of ``linger.lock`` before ``start.lock``, so the next user to start the server
+    also starts the next lingerer."""
     with (base / "start.lock").open("w") as start:
         fcntl.flock(start, fcntl.LOCK_EX)
         with (base / "users.lock").open("w") as users:
@@ -76,6 +95,8 @@ def _stop_if_idle(base: Path, watching: IO[str]) -> bool:
                 fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
+        if _idle_for(base, started) < seconds:
+            return False
         EmbeddedCluster(base).stop_server()
         watching.close()
         return True
