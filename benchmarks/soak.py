@@ -273,7 +273,9 @@ def server_processes(pid: int) -> list[int]:
     while todo:
         current = todo.pop()
         try:
-            if b"statekit" in Path(f"/proc/{current}/cmdline").read_bytes():  # not a passing cp or mount
+            command = Path(f"/proc/{current}/cmdline").read_bytes()
+            # not a passing cp or mount, nor the embedded server's lingerer (a detached watcher)
+            if b"statekit" in command and b"statekit.postgres.linger" not in command:
                 found.append(current)
         except OSError:
             continue
