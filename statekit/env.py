@@ -19,7 +19,7 @@ from statekit.collateral import ChangeSet, GoldenDumps, Verdict
 from statekit.contract import JSON, State, StepResult, Task
 from statekit.determinism.controls import CORE_CONTROLS, Controls, ControlsState
 from statekit.determinism.egress import EgressScope
-from statekit.determinism.ids import HeldGenerators, true_random_bytes
+from statekit.determinism.ids import HeldGenerators, true_token
 from statekit.digest.canonical import canonical_json
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
@@ -302,7 +302,7 @@ class Environment:
         plus the episode's controls; returns an id for ``restore``."""
         episode = self._require_episode()
         assert self._controls is not None and self._world is not None
-        snap_id = true_random_bytes(10).hex()
+        snap_id = true_token(10)
         world = self._quiet_world()
         snap = _Snapshot(
             self._key,
@@ -469,7 +469,7 @@ class Environment:
             raise
         self._world, self._episode, self._controls, self._key = world, episode, controls, key
         self._digest = at or self._goldens[key]
-        self._episode_id = true_random_bytes(16).hex()
+        self._episode_id = true_token(16)
         self._seed, self._options = seed, options
         self._step_count, self._done = 0, False
         info = {

@@ -67,7 +67,7 @@ def true_random_bytes(n: int) -> bytes:
 def true_token(nbytes: int) -> str:
     """A hex token from the operating system: ``secrets.token_hex`` for statekit's own names, which
     must not come from an episode's stream when another thread's controls are active."""
-    return _OS_URANDOM(nbytes).hex()
+    return true_random_bytes(nbytes).hex()
 
 
 def true_randbelow(n: int) -> int:
@@ -77,7 +77,7 @@ def true_randbelow(n: int) -> int:
         raise ValueError("true_randbelow needs a positive bound")
     bits = n.bit_length()
     while True:  # rejection sampling: no modulo bias
-        value = int.from_bytes(_OS_URANDOM((bits + 7) // 8), "big") >> (-bits % 8)
+        value = int.from_bytes(true_random_bytes((bits + 7) // 8), "big") >> (-bits % 8)
         if value < n:
             return value
 

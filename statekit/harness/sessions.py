@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from statekit.contract import JSON, State
-from statekit.determinism.ids import true_random_bytes
+from statekit.determinism.ids import true_token
 from statekit.digest.dump import StateDump
 from statekit.errors import (
     ConfigError,
@@ -139,7 +139,7 @@ class SessionPool:
                     503, "environment_unavailable", f"could not make an environment for a new session: {exc}"
                 ) from exc
             raise
-        session = Session(true_random_bytes(16).hex(), env, self._clock(), pinned=pinned)
+        session = Session(true_token(16), env, self._clock(), pinned=pinned)
         with self._lock:
             self._opening -= 1
             self._sessions[session.id] = session
