@@ -49,8 +49,9 @@ def watch(base: Path, seconds: float) -> None:
             _terminate_postmaster(pid)
             return
         pid = _postmaster_pid(base)  # None once the server stopped: nothing left to signal
-        if _idle_for(base, started) < seconds:
-            time.sleep(POLL_SECONDS if seconds <= 0 else min(seconds, POLL_SECONDS))
+        due = seconds - _idle_for(base, started)
+        if due > 0:
+            time.sleep(min(due, POLL_SECONDS))
             continue
         try:
             if _stop_if_idle(base, lock, started, seconds):
