@@ -33,7 +33,7 @@ from adapters.code_env.grader import Grade, grade
 from adapters.code_env.sandbox.base import DEFENCES, Job, Limits, Sandbox, SandboxSession, check_defences
 from adapters.code_env.sandbox.process import DEFAULT_PYTHON
 from adapters.code_env.tasks import TASKS_DIR, VISIBLE_FILE, TaskSpec, load_tasks
-from adapters.code_env.tools import HANDLERS, TOOLS, ToolError, Workspace
+from adapters.code_env.tools import HANDLERS, PATH_ERRORS, TOOLS, ToolError, Workspace
 from adapters.code_env.validate import Pool, validate_pool, write_tree
 from statekit import (
     Adapter,
@@ -55,7 +55,6 @@ from statekit import (
 
 BUILDER_VERSION = "1"
 TABLE = "files:world"
-_OPTIONS = {"task"}
 
 
 def _process_sandbox(adapter: CodeEnvAdapter) -> Sandbox:
@@ -116,6 +115,11 @@ class CodeEpisode(Episode):
             return Outcome(handler(self.workspace, arguments))
         except ToolError as exc:
             return Outcome({"error": {"code": exc.code, "message": str(exc)}})
+        except OSError as exc:
+            if exc.errno not in PATH_ERRORS:
+                raise  # the machine's fault (a full disk, permissions): statekit's environment_error
+            message = f"{arguments.get('path')!r}: {exc.strerror}"
+            return Outcome({"error": {"code": "invalid_path", "message": message}})
 
     def _run_tests(self, arguments: dict[str, Any]) -> Outcome:
         result = self.session.run(Job("visible", now=time.time(), seed=_draw_seed()))
@@ -233,9 +237,6 @@ class CodeEnvAdapter(Adapter):
         task: Task | None,
         app: Any = None,
     ) -> Episode:
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown}; code_env takes {sorted(_OPTIONS)}")
         task_id = task.kind if task is not None else str(options.get("task") or self.choose_task(seed))
         spec = self.pool.tasks.get(task_id)
         if spec is None:
@@ -274,6 +275,10 @@ class CodeEnvAdapter(Adapter):
 
     def task_kinds(self) -> list[str]:
         return self.pool.ids
+
+    def reset_options(self) -> dict[str, dict[str, Any]]:
+        """``task``: a task id, any string (``start_episode`` says why one is not in the pool)."""
+        return {"task": {"type": "string", "description": "the id of the task to pose"}}
 
     def reference_actions(self, task: Task) -> list[dict[str, Any]]:
         spec = self.pool.tasks[task.kind]

@@ -11,12 +11,14 @@
                                 ``ast.literal_eval``; never imported, executed or copied anywhere the
                                 agent or the sandbox can read)
 
-A hidden case is one call (``{"name", "call", "args", "kwargs", "expect" | "raises", "approx", "at",
-"seed"}``) or a list of ``steps`` of that shape, where a step may keep its result ``as`` a name that
-later steps call methods on (``"call": "cache.get"``). ``expect`` is compared by exact type and value
-(``2`` is not ``2.0``, ``True`` is not ``1``, a tuple is not a list) unless ``approx`` is set;
-``raises`` names a builtin exception class; ``at`` pins the sandbox clock (epoch seconds) and ``seed``
-reseeds ``random`` for that step.
+A hidden case is one call (``{"name", "call", "args", "kwargs", "expect" | "raises", "message",
+"approx", "at", "seed"}``) or a list of ``steps`` of that shape, where a step may keep its result
+``as`` a name that later steps call methods on (``"call": "cache.get"``). ``expect`` is compared by
+exact type and value (``2`` is not ``2.0``, ``True`` is not ``1``, a tuple is not a list) unless
+``approx`` is set; ``raises`` names a builtin exception class, and ``message``, when given, the
+exception's exact ``str``, which the spec must quote (a hidden test checks only what the spec says);
+``at`` pins the sandbox clock (epoch seconds) and ``seed`` reseeds ``random`` for that step. A task
+needs a case that expects no exception: refusing is credited only alongside answering (``grader.py``).
 
 The visible tests are generated: ``test_visible.py`` holds a seeded sample of the examples (all but
 one when there are three or more), so different seeds show the agent different examples. That sample is
@@ -26,6 +28,7 @@ the only part of the world a seed changes besides the choice of task.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import random
 import tomllib
@@ -44,7 +47,7 @@ SCORINGS = ("fraction", "all")
 VISIBLE_FILE = "test_visible.py"
 MAX_JOB_CHARS = 120_000
 """A run's job travels as one command-line argument, which the kernel caps at 128 KiB."""
-_STEP_KEYS = {"call", "args", "kwargs", "expect", "raises", "approx", "at", "seed", "as"}
+_STEP_KEYS = {"call", "args", "kwargs", "expect", "raises", "message", "approx", "at", "seed", "as"}
 _CASE_KEYS = {"name", "steps"} | _STEP_KEYS
 _TOML_KEYS = {"category", "scoring", "module", "spec", "visible", "metadata", "max_steps"}
 _METADATA_KEYS = ("source", "created", "difficulty")
@@ -59,6 +62,8 @@ class Step:
     kwargs: dict[str, Any]
     expect: list[Any] | None = None
     raises: str | None = None
+    message: str | None = None
+    """The exception's exact message, when the spec states one."""
     approx: bool = False
     store_as: str | None = None
     at: float | None = None
@@ -176,7 +181,7 @@ def load_task(folder: Path) -> TaskSpec:
         raise fail("reference/ is empty: a task needs a known-good solution")
     if VISIBLE_FILE in start or VISIBLE_FILE in reference:
         raise fail(f"{VISIBLE_FILE} is generated from the examples; remove it from start/ and reference/")
-    cases = _load_cases(folder / "hidden_tests.py", fail)
+    cases = _load_cases(folder / "hidden_tests.py", spec, fail)
     size = len(Job("hidden", 0.0, 0, module, [[s.wire() for s in c.steps] for c in cases]).encoded(Limits()))
     if size > MAX_JOB_CHARS:
         raise fail(
@@ -218,7 +223,7 @@ def _digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _load_cases(path: Path, fail: Any) -> tuple[Case, ...]:
+def _load_cases(path: Path, spec: str, fail: Any) -> tuple[Case, ...]:
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except FileNotFoundError as exc:
@@ -253,7 +258,18 @@ def _load_cases(path: Path, fail: Any) -> tuple[Case, ...]:
         steps = tuple(_step(step, f"case {name!r}", fail) for step in raw_steps)
         if not any(s.expect is not None or s.raises for s in steps):
             raise fail(f"case {name!r} checks nothing: give a step an 'expect' or 'raises'")
+        for step in steps:
+            if step.message is not None and step.message not in spec:
+                raise fail(
+                    f"case {name!r} expects the message {step.message!r}, which the spec does not quote: "
+                    "a hidden test checks only what the spec says"
+                )
         cases.append(Case(name, steps))
+    if all(any(s.raises for s in case.steps) for case in cases):
+        raise fail(
+            "every case expects an exception, and refusing is credited only alongside answering: "
+            "add a case that expects a value"
+        )
     return tuple(cases)
 
 
@@ -272,17 +288,25 @@ def _step(raw: Any, where: str, fail: Any) -> Step:
     expect = encode(raw["expect"]) if "expect" in raw else None
     if any(e[0] == "unsupported" for e in [*encoded, *([expect] if expect else [])]):
         raise fail(f"{where}: arguments and expectations must be plain data (int, str, list, dict, ...)")
-    raises = raw.get("raises")
-    if raises is not None and not (isinstance(raises, str) and raises.isidentifier()):
-        raise fail(f"{where}: 'raises' names a builtin exception class, e.g. 'ValueError'")
+    raises, message = raw.get("raises"), raw.get("message")
+    if raises is not None and not _is_builtin_exception(raises):
+        raise fail(f"{where}: 'raises' names a builtin exception class, e.g. 'ValueError', not {raises!r}")
+    if message is not None and not (isinstance(message, str) and raises):
+        raise fail(f"{where}: 'message' is the expected exception's message (a str), next to 'raises'")
     return Step(
         call=raw["call"],
         args=[encode(a) for a in args],
         kwargs={str(k): encode(v) for k, v in kwargs.items()},
         expect=expect,
         raises=raises,
+        message=message,
         approx=bool(raw.get("approx", False)),
         store_as=raw.get("as"),
         at=float(raw["at"]) if "at" in raw else None,
         seed=int(raw["seed"]) if "seed" in raw else None,
     )
+
+
+def _is_builtin_exception(name: Any) -> bool:
+    cls = getattr(builtins, name, None) if isinstance(name, str) else None
+    return isinstance(cls, type) and issubclass(cls, BaseException)

@@ -2,13 +2,15 @@
 
 Every path an agent names is confined to the working directory: an absolute path, a ``..``
 component, or a symlink whose target lies outside is an error observation, as is a missing file, a
-directory where a file was meant, or content over the size bound. Outputs are cut to a bound
+directory where a file was meant, a name the filesystem cannot hold (over 255 bytes), or content
+over the size bound. Outputs are cut to a bound
 (``max_chars``) and say so. Nothing here raises for anything the agent did; only the environment
 failing (the sandbox) raises, and statekit turns that into an ``environment_error`` observation.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -20,6 +22,10 @@ from statekit import Tool
 
 MAX_WRITE_BYTES = 100_000
 MAX_LISTED = 500
+NAME_MAX = 255
+"""Bytes in one file name (Linux's limit); the schema's 300 characters are for whole paths."""
+PATH_ERRORS = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
+"""Errors of ``OSError`` the path alone explains: the agent's doing, an error observation, not a crash."""
 
 _PATH = {
     "type": "string",
@@ -85,6 +91,12 @@ class Workspace:
         """``path`` inside the working directory, or a ToolError saying why it is refused."""
         if "\0" in path:
             raise ToolError("invalid_path", "paths cannot contain NUL characters")
+        for part in Path(path).parts:
+            if len(part.encode()) > NAME_MAX:
+                raise ToolError(
+                    "name_too_long",
+                    f"{part[:40]!r}... is {len(part.encode())} bytes; a file name holds at most {NAME_MAX}",
+                )
         if os.path.isabs(path):
             raise ToolError(
                 "path_outside_workdir", f"{path!r} is absolute; use a path relative to the working directory"

@@ -7,8 +7,13 @@ For every task, in the sandbox the episodes will use:
    flaky test, such as one that depends on set order with the hash seed unset, fails here);
 3. trivial solutions score 0: the module under test with every function body replaced by
    ``return None``, ``return 0``, ``return ''``, ``return []``, ``return {}``, ``return True``,
-   ``return False`` or ``return <first argument>``, so no policy collects reward without
-   implementing anything (the checker's degenerate-policy probes rely on this).
+   ``return False`` or ``return <first argument>``, or by ``raise`` of each exception the hidden
+   cases expect (with their message, if any) and of ``ValueError``, so no policy collects reward
+   without implementing anything (the checker's degenerate-policy probes rely on this);
+4. forged answers score 0: a module that writes records on the answers' descriptor itself and exits
+   before the runner can (claiming every call raised what some case expects, naming the classes in
+   one string, numbering calls with lists, bools and strs), so the grader neither pays a forgery nor
+   fails on one.
 
 Each repeat runs with a different virtual time and seed, so a hidden test that depends on the
 episode's clock or randomness without pinning them is caught too. A task failing any check never
@@ -36,7 +41,7 @@ from adapters.code_env.sandbox.base import Sandbox, SandboxSession
 from adapters.code_env.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
-VALIDATOR_VERSION = "1"
+VALIDATOR_VERSION = "2"
 REPEATS = 5
 BASE_NOW = 1_736_154_000.0  # 2025-01-06T09:00:00Z
 TRIVIAL_RETURNS = ("None", "0", "''", "[]", "{}", "True", "False", "FIRST_ARGUMENT")
@@ -73,7 +78,7 @@ class Pool:
 def validate_task(
     task: TaskSpec, session: SandboxSession, scratch: Path, *, repeats: int = REPEATS
 ) -> Verdict:
-    """Run the three checks for one task in ``session``, whose working directory is ``scratch``."""
+    """Run the four checks for one task in ``session``, whose working directory is ``scratch``."""
     problems: list[str] = []
 
     def rewards(files: Mapping[str, str], times: int) -> list[tuple[float, tuple[str, ...]]]:
@@ -111,15 +116,22 @@ def validate_task(
     for number, body in enumerate(trivial):  # one run tries them all: they are deterministic
         reward = grade(task, result, variant=number).reward(task.scoring)
         if reward != 0.0:
-            problems.append(f"a trivial solution (every function returns {body}) scores {reward}, expected 0")
+            behaviour = body if body.startswith("raise ") else f"returns {body}"
+            problems.append(f"a trivial solution (every function {behaviour}) scores {reward}, expected 0")
+    for name, files in forged_solutions(task).items():  # each ends its run: one run apiece
+        _materialise(scratch, {**start, **files})
+        reward = grade(task, session.run(task.hidden_job(now=BASE_NOW, seed=0))).reward(task.scoring)
+        if reward != 0.0:
+            problems.append(f"forged records ({name}) score {reward}, expected 0")
     return Verdict(task.id, tuple(problems))
 
 
 def trivial_solutions(task: TaskSpec) -> dict[str, dict[str, str]]:
-    """The module under test with every function body replaced by one trivial ``return``."""
+    """The module under test with every function body replaced by one trivial ``return`` or
+    ``raise`` (keyed by the returned expression, or by the raise statement)."""
     path = f"{task.module}.py"
     out = {}
-    for body in TRIVIAL_RETURNS:
+    for body in (*TRIVIAL_RETURNS, *raising_bodies(task)):
         copy = ast.parse(task.start[path])
         for node in ast.walk(copy):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -128,7 +140,18 @@ def trivial_solutions(task: TaskSpec) -> dict[str, dict[str, str]]:
     return out
 
 
+def raising_bodies(task: TaskSpec) -> list[str]:
+    """``raise`` of every exception the hidden cases expect, bare and with the expected message (the
+    spec quotes it, so a policy can too), and of ``ValueError``: refusing whatever comes."""
+    expected = {(s.raises, s.message) for case in task.cases for s in case.steps if s.raises}
+    bodies = {f"raise {name}" for name, _ in expected} | {"raise ValueError"}
+    bodies |= {f"raise {name}({message!r})" for name, message in expected if message is not None}
+    return sorted(bodies)
+
+
 def _trivial_statement(node: ast.FunctionDef | ast.AsyncFunctionDef, body: str) -> ast.stmt:
+    if body.startswith("raise "):
+        return ast.parse(body).body[0]  # in __init__ too: a class that refuses to be made
     if node.name == "__init__":
         return ast.Pass()
     if body == "FIRST_ARGUMENT":
@@ -136,6 +159,37 @@ def _trivial_statement(node: ast.FunctionDef | ast.AsyncFunctionDef, body: str) 
         names = [p.arg for p in params if p.arg not in ("self", "cls")]
         return ast.Return(value=ast.Name(id=names[0], ctx=ast.Load()) if names else ast.Constant(None))
     return ast.Return(value=ast.parse(body, mode="eval").body)
+
+
+_FORGER = "import os\nos.write(3, {data!r})\nos._exit(0)\n"
+
+
+def forged_solutions(task: TaskSpec) -> dict[str, dict[str, str]]:
+    """Modules that, on import, write records for every call of the hidden cases on the answers'
+    descriptor (fd 3) and exit before the runner writes any: what a policy that read ``runner.py``
+    could try without knowing the answers. Keyed by what they forge."""
+    expected = sorted({(s.raises, s.message or "") for case in task.cases for s in case.steps if s.raises})
+    names = [name for name, _ in expected] or ["ValueError"]
+    message = expected[0][1] if expected else ""
+    calls = [(c, s) for c, case in enumerate(task.cases) for s in range(len(case.steps))]
+    forgeries: dict[str, list[dict[str, object]]] = {
+        "every call raised every class a case expects": [
+            {"case": c, "step": s, "raised": [*names, "Exception", "BaseException"], "message": message}
+            for c, s in calls
+        ],
+        "the classes raised as one string": [
+            {"case": c, "step": s, "raised": " ".join(names), "message": message} for c, s in calls
+        ],
+        "calls numbered with lists, bools and strings": [
+            *({"case": [c], "step": s, "value": ["none"]} for c, s in calls),
+            *({"case": bool(c), "step": str(s), "value": ["none"]} for c, s in calls),
+        ],
+    }
+    path = f"{task.module}.py"
+    return {
+        name: {path: _FORGER.format(data="".join(f"{record!r}\n" for record in records).encode())}
+        for name, records in forgeries.items()
+    }
 
 
 def _materialise(folder: Path, files: Mapping[str, str]) -> None:

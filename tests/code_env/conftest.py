@@ -18,6 +18,8 @@ import pytest
 
 import statekit
 from adapters.code_env import CodeEnvAdapter
+from adapters.code_env.sandbox.cgroups import MOUNTINFO, OWN_CGROUPS, locate
+from adapters.code_env.sandbox.owners import owner_tag
 from adapters.code_env.sandbox.slots import SLOTS, UID_BASE
 from adapters.code_env.tasks import TASKS_DIR
 
@@ -110,6 +112,94 @@ def sandbox_processes() -> list[int]:
         if UID_BASE <= uid < UID_BASE + SLOTS:
             found.append(int(entry))
     return found
+
+
+def run_cgroups(owner: str | None = None) -> list[Path]:
+    """Run cgroups of ``owner`` (an ``owner_tag``; this process by default) that exist right now:
+    there should be none between runs."""
+    prefix = (owner or owner_tag()).replace(":", "+") + "+"
+    return [
+        folder
+        for hierarchy in locate(MOUNTINFO.read_text(), OWN_CGROUPS.read_text())
+        if hierarchy.parent.is_dir()
+        for folder in hierarchy.parent.iterdir()
+        if folder.name.startswith(prefix)
+    ]
+
+
+MEMFD_BOMB = """
+import os, time
+
+def test_bomb():
+    # Three processes fill 48 memfds that all of them hold (so one the kernel kills frees nothing),
+    # MIB MiB each, and print what the files hold in all after each one: a file is written, never
+    # mapped (no address space), and each stays under 16 MiB (the file-size limit).
+    fds = [os.memfd_create(f"hog{n}") for n in range(48)]
+    chunk = b"x" * (1 << 20)
+    for child in range(3):
+        if os.fork() == 0:
+            try:
+                for fd in fds[child * 16 : (child + 1) * 16]:
+                    for _ in range(MIB):
+                        os.write(fd, chunk)
+                    print("held", sum(os.fstat(f).st_blocks for f in fds) * 512 >> 20, flush=True)
+                time.sleep(1)
+            finally:
+                os._exit(0)
+    for _ in range(3):
+        os.wait()
+"""
+"""A visible test file; ``MIB`` is replaced by the MiB per memfd (at most 16)."""
+
+
+def most_held(stdout: str) -> int:
+    """The most memory (MiB) the bomb's processes reported holding at once."""
+    return max((int(line.split()[1]) for line in stdout.splitlines() if line.startswith("held ")), default=0)
+
+
+LINGERER = """
+import ctypes, os, signal, time
+
+def test_linger():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(15, b"lingerer", 0, 0, 0)  # PR_SET_NAME: findable in /proc
+            for fd in range(3):
+                os.close(fd)
+            time.sleep(600)
+        os._exit(0)
+    time.sleep(0.2)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with open(f"/proc/{pid}/comm") as comm:
+            if comm.read().strip() == "lingerer":
+                print("lingerer running", flush=True)
+    parent = os.getppid()
+    with open(f"/proc/{parent}/stat") as stat:
+        grandparent = int(stat.read().rsplit(")", 1)[1].split()[1])
+    for pid in (grandparent, parent):  # the wrapper, outermost first, so nothing of it runs on
+        if pid > 0:  # 0 would be this process group
+            try:
+                os.kill(pid, signal.SIGKILL)
+                print("killed", pid, flush=True)
+            except OSError as exc:
+                print("could not kill", pid, exc.strerror, flush=True)
+"""
+"""A daemon that leaves its session and closes its output, then the run kills what wraps it (the
+container layer's shell and ``timeout``; in the process layer its parent is PID 1, root's)."""
+NO_LINGERER = """
+import os
+
+def test_no_lingerer():
+    names = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                names.append(comm.read().strip())
+        except OSError:
+            pass
+    print("lingering" if "lingerer" in names else "no lingerer", flush=True)
+"""
 
 
 def solve(env: statekit.Environment, seed: int, task: str) -> float:

@@ -10,7 +10,16 @@ import statekit
 from adapters.code_env import CodeEnvAdapter
 from adapters.code_env.sandbox.container import OWNER_LABEL, ContainerSession
 
-from .conftest import require_docker, require_root, solve, submit_code
+from .conftest import (
+    LINGERER,
+    MEMFD_BOMB,
+    NO_LINGERER,
+    most_held,
+    require_docker,
+    require_root,
+    solve,
+    submit_code,
+)
 
 pytestmark = pytest.mark.docker
 TASKS = ["fizzbuzz", "median"]
@@ -122,3 +131,46 @@ def test_a_fork_bomb_meets_the_pid_limit(container_env: statekit.Environment) ->
     forks = int(tests["stdout"].split("forks ")[1].split()[0])
     assert forks < 64 and "Resource temporarily unavailable" in tests["stdout"]
     assert solve(container_env, 6, "median") == 1.0
+
+
+def _run_tests(env: statekit.Environment, code: str) -> dict[str, object]:
+    """Write ``code`` as the visible tests and run them in the episode's container."""
+    env.step({"tool": "write_file", "path": "test_visible.py", "content": code})
+    observation, *_ = env.step({"tool": "run_tests"})
+    return observation
+
+
+def test_a_daemon_that_kills_its_wrapper_is_gone_before_the_next_run(
+    container_env: statekit.Environment,
+) -> None:
+    """The wrapper's closing ``kill -KILL -1`` runs as the model's uid, so the model can kill the
+    wrapper first; the reaper, a separate exec, then kills the daemon the wrapper would have."""
+    container_env.reset(seed=5, options={"task": "median"})
+    session = container_env._episode.session  # type: ignore[union-attr, attr-defined]
+    first = _run_tests(container_env, LINGERER)
+    assert "lingerer running" in str(first["stdout"]), first
+    assert str(first["stdout"]).count("\nkilled ") == 2, first  # the shell, then timeout: nothing ran on
+    later = _run_tests(container_env, NO_LINGERER)
+    assert "no lingerer" in str(later["stdout"]), later
+    assert session.replaced == 0  # the reaper cleaned the container; it was not replaced
+
+
+def test_a_memfd_bomb_is_held_by_the_containers_memory_limit(container_env: statekit.Environment) -> None:
+    """48 memfds of 14 MiB (672 MiB) against the container's 512 MiB: held, and the next episode
+    in the same environment is unharmed."""
+    container_env.reset(seed=5, options={"task": "median"})
+    observation = _run_tests(container_env, MEMFD_BOMB.replace("MIB", "14"))
+    assert 0 < most_held(str(observation["stdout"])) < 512, observation
+    assert solve(container_env, 6, "median") == 1.0
+
+
+def test_no_user_namespace_can_be_made_in_the_container(container_env: statekit.Environment) -> None:
+    container_env.reset(seed=5, options={"task": "median"})
+    code = (
+        "import ctypes\n"
+        "def test_unshare():\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"
+    )
+    observation = _run_tests(container_env, code)
+    assert "unshare -1 1\n" in str(observation["stdout"]), observation  # EPERM: Docker's seccomp profile

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import pytest
 
-from adapters.code_env.grader import grade, matches
+from adapters.code_env.grader import grade, matches, well_formed
 from adapters.code_env.sandbox.base import RunResult, parse_records
 from adapters.code_env.sandbox.runner import decode, encode
-from adapters.code_env.tasks import load_tasks
+from adapters.code_env.tasks import Case, Step, TaskSpec, load_tasks
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_grade_counts_cases_and_treats_duplicates_as_tampering() -> None:
     good = [
         {"case": i, "step": 0, "value": case.steps[0].expect}
         if case.steps[0].expect is not None
-        else {"case": i, "step": 0, "raised": ["ValueError", "Exception"]}
+        else {"case": i, "step": 0, "raised": ["ValueError", "Exception"], "message": ""}
         for i, case in enumerate(median.cases)
     ]
     assert grade(median, _run(good)).passed == len(median.cases)
@@ -101,3 +102,95 @@ def test_the_records_channel_is_parsed_without_evaluating_code() -> None:
     data = b"{'case': 0, 'step': 0, 'value': ['int', '2']}\n__import__('os').system('false')\n"
     data += b"[1, 2]\n((((\n{'case': 1"
     assert parse_records(data) == [{"case": 0, "step": 0, "value": ["int", "2"]}]
+
+
+def _answers(task: TaskSpec, answer: Any) -> list[dict[str, Any]]:
+    """One record per step of every case of ``task``: ``answer(case, step)`` merged into its place."""
+    return [
+        {"case": c, "step": s, **answer(case, step)}
+        for c, case in enumerate(task.cases)
+        for s, step in enumerate(case.steps)
+    ]
+
+
+def _right(case: Case, step: Step) -> dict[str, Any]:
+    if step.raises:
+        return {"raised": [step.raises, "Exception", "BaseException"], "message": step.message or ""}
+    return {"value": step.expect if step.expect is not None else ["none"]}
+
+
+def _raised(*classes: str) -> Any:
+    return lambda case, step: {"raised": [*classes, "Exception", "BaseException"], "message": ""}
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"case": [0], "step": 0, "value": ["none"]},  # the attack: a list where an index goes
+        {"case": True, "step": 0, "value": ["none"]},
+        {"case": 0, "step": "0", "value": ["none"]},
+        {"case": -1, "step": 0, "value": ["none"]},
+        {"case": 0, "step": 0, "raised": "ValueError", "message": ""},  # "in" a str: a substring
+        {"case": 0, "step": 0, "raised": [], "message": ""},
+        {"case": 0, "step": 0, "raised": ["ValueError"]},
+        {"case": 0, "step": 0, "raised": ["ValueError"], "message": None},
+        {"case": 0, "step": 0, "value": "2"},
+        {"case": 0, "step": 0, "value": ["int", "2"], "raised": ["ValueError"], "message": ""},
+        {"case": 0, "step": 0, "value": ["int", "2"], "variant": 0},  # no variants in this run
+        {"case": 0, "step": 0},
+        {"import_error": "SyntaxError"},
+        {"passed": 8, "total": 8},
+    ],
+)
+def test_a_malformed_record_is_tampering_and_scores_nothing(record: dict[str, Any]) -> None:
+    """Whatever the model writes on the records' descriptor, the grader returns a grade (never an
+    exception, which would be statekit's verifier_error and truncate the episode) and pays nothing,
+    even next to the right answers to every case."""
+    median = load_tasks()["median"]
+    assert not well_formed(record, variants=False)
+    verdict = grade(median, _run([*_answers(median, _right), record]))
+    assert verdict.passed == 0 and verdict.reward("fraction") == 0.0
+    assert "tampering" in verdict.failures[0]
+    assert grade(median, _run(_answers(median, _right))).reward("fraction") == 1.0
+
+
+def _right_but_raising(*classes: str) -> Any:
+    """Right answers, except that where an exception is due, one of ``classes`` is raised."""
+    return lambda case, step: _raised(*classes)(case, step) if step.raises else _right(case, step)
+
+
+def test_an_expected_exception_matches_its_class_exactly_and_only_alongside_an_answer() -> None:
+    median = load_tasks()["median"]
+
+    def passed(answer: Any) -> int:
+        return grade(median, _run(_answers(median, answer))).passed
+
+    refusing = [case for case in median.cases if case.steps[0].raises == "ValueError"]
+    answering = len(median.cases) - len(refusing)
+    assert refusing and not median.cases[0].steps[0].raises
+    # every call raised ValueError: refusing everything is no input validation
+    assert passed(_raised("ValueError")) == 0
+    # where ValueError is due, one of its builtin subclasses: not what the spec says
+    assert passed(_right_but_raising("UnicodeError", "ValueError")) == answering
+    # a class deriving from several builtins matches the nearest only
+    assert passed(_right_but_raising("KeyError", "ValueError")) == answering
+    assert passed(_right_but_raising("ValueError", "KeyError")) == len(median.cases)
+    # one right value makes the refusals count
+    first = median.cases[0]
+    assert passed(lambda c, s: _right(c, s) if c is first else _raised("ValueError")(c, s)) == 1 + len(
+        refusing
+    )
+
+
+def test_a_message_the_case_gives_must_match_exactly() -> None:
+    median = load_tasks()["median"]
+    step = Step("median", [encode([])], {}, raises="ValueError", message="median of an empty list")
+    task = dataclasses.replace(median, cases=(*median.cases, Case("message", (step,))))
+
+    def answer(message: str) -> Any:
+        return lambda c, s: {**_right(c, s), "message": message} if s is step else _right(c, s)
+
+    assert grade(task, _run(_answers(task, answer("median of an empty list")))).reward("all") == 1.0
+    verdict = grade(task, _run(_answers(task, answer("empty"))))
+    assert verdict.passed == len(task.cases) - 1
+    assert "expected ValueError('median of an empty list'), got ValueError('empty')" in verdict.failures[0]

@@ -5,20 +5,27 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import statekit
-from adapters.code_env.sandbox import process
-from adapters.code_env.sandbox.base import Job, Limits, RunResult, SandboxSession
+from adapters.code_env.sandbox import launch, process
+from adapters.code_env.sandbox.base import Job, Limits, MiB, RunResult, SandboxSession
+from adapters.code_env.sandbox.cgroups import MOUNTINFO, locate
+from adapters.code_env.sandbox.owners import owner_tag
 from adapters.code_env.sandbox.process import ProcessSandbox
 from adapters.code_env.sandbox.slots import SLOTS, UID_BASE
 from adapters.code_env.tasks import TASKS_DIR
 
-from .conftest import require_root, sandbox_processes
+from .conftest import LINGERER, MEMFD_BOMB, most_held, require_root, run_cgroups, sandbox_processes
+
+REPO = Path(__file__).resolve().parents[2]
 
 PROBE = r"""
 import os, socket, sys, time, random, uuid, datetime
@@ -140,3 +147,170 @@ def test_no_sandbox_process_outlives_its_run(session: SandboxSession, tmp_path: 
     result = _visible(session, tmp_path, code)
     assert result.exit_code == 0
     assert sandbox_processes() == []
+
+
+def _until(predicate: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _processes_in(folder: Path) -> list[str]:
+    try:
+        return (folder / "cgroup.procs").read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+@pytest.mark.parametrize("defended", [True, False], ids=["cgroup", "cgroup_removed"])
+def test_a_memfd_bomb_is_held_by_the_runs_cgroup(tmp_path: Path, defended: bool) -> None:
+    """Three processes, each within every per-process limit, write 384 MiB of memfds against a
+    256 MiB limit: without the run's cgroup they hold all of it (the attack held 3.9 GB so)."""
+    require_root()
+    tmp_path.chmod(0o755)
+    disabled = frozenset() if defended else frozenset({"cgroup"})
+    box = ProcessSandbox(Limits(wall_seconds=10, memory_bytes=256 * MiB), disabled=disabled)
+    result = _visible(box.open(tmp_path), tmp_path, MEMFD_BOMB.replace("MIB", "8"))
+    if defended:
+        assert 0 < most_held(result.stdout) < 256, result  # the kernel killed what it had to
+    else:
+        assert most_held(result.stdout) == 384 and result.exit_code == 0, result
+    assert sandbox_processes() == [] and run_cgroups() == []
+
+
+def test_a_daemon_that_tries_to_kill_its_wrapper_dies_with_its_run(
+    session: SandboxSession, tmp_path: Path
+) -> None:
+    """What wraps the model's process here (PID 1, the launcher) is root's; the daemon, alive when
+    the run ends, is gone with the run's PID namespace and cgroup."""
+    result = _visible(session, tmp_path, LINGERER)
+    assert result.exit_code == 0 and "lingerer running" in result.stdout, result
+    assert "could not kill 1 Operation not permitted" in result.stdout
+    assert sandbox_processes() == [] and run_cgroups() == []
+
+
+USER_NAMESPACES = """
+import ctypes, os, threading
+
+def test_user_namespaces():
+    libc = ctypes.CDLL(None, use_errno=True)
+    child = libc.syscall(CLONE, 0x10000000 | 17, 0, 0, 0, 0)  # CLONE_NEWUSER | SIGCHLD
+    if child == 0:
+        os._exit(0)
+    print("clone", -ctypes.get_errno() if child < 0 else "made", flush=True)
+    if child > 0:
+        os.waitpid(child, 0)
+    print("clone3", -ctypes.get_errno() if libc.syscall(CLONE3, 0, 0) < 0 else "made", flush=True)
+    print("unshare", -ctypes.get_errno() if libc.unshare(0x10000000) < 0 else "made", flush=True)
+    thread = threading.Thread(target=lambda: print("a thread runs", flush=True))
+    thread.start()
+    thread.join()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    print("a fork exits", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+@pytest.mark.parametrize("defended", [True, False], ids=["userns_off", "userns_filter_removed"])
+def test_no_user_namespace_can_be_made_in_the_sandbox(tmp_path: Path, defended: bool) -> None:
+    """Root in a user namespace of its own would open the kernel's namespace code to the model: clone
+    and unshare with CLONE_NEWUSER are refused (EPERM), clone3 is unknown (ENOSYS: glibc falls back
+    to clone for threads and forks, which still work)."""
+    require_root()
+    tmp_path.chmod(0o755)
+    _, clone, _, clone3 = launch.SYSCALLS[os.uname().machine]
+    code = USER_NAMESPACES.replace("CLONE3", str(clone3)).replace("CLONE", str(clone))
+    disabled = frozenset() if defended else frozenset({"userns"})
+    result = _visible(
+        ProcessSandbox(Limits(wall_seconds=5), disabled=disabled).open(tmp_path), tmp_path, code
+    )
+    assert result.exit_code == 0, result
+    assert "a thread runs" in result.stdout and "a fork exits 7" in result.stdout
+    if defended:
+        assert "clone -1\n" in result.stdout and "unshare -1\n" in result.stdout  # EPERM
+        assert "clone3 -38\n" in result.stdout  # ENOSYS
+    else:  # the exploit is real: an unprivileged uid in the sandbox makes user namespaces
+        assert "clone made" in result.stdout and "unshare made" in result.stdout
+
+
+READ_ONLY_CGROUPS = """
+import tempfile
+from pathlib import Path
+import statekit
+from adapters.code_env.sandbox.base import Job, Limits
+from adapters.code_env.sandbox.process import ProcessSandbox
+try:
+    ProcessSandbox(Limits())
+    print("started")
+except statekit.ConfigError as exc:
+    print("refused:", exc)
+work = Path(tempfile.mkdtemp())
+work.chmod(0o755)
+(work / "test_ok.py").write_text("def test_ok():\\n    pass\\n")
+(work / "test_ok.py").chmod(0o644)
+box = ProcessSandbox(Limits(), disabled=frozenset({"cgroup"}))
+print("without a cgroup the run exits", box.open(work).run(Job("visible", now=0.0, seed=0)).exit_code)
+"""
+
+
+def test_without_a_writable_cgroup_filesystem_the_sandbox_refuses_to_start() -> None:
+    """In a mount namespace of its own whose cgroup filesystems are read-only (as in many
+    containers) and where the sandbox otherwise works, making one is a ConfigError saying why,
+    never a run without the limits."""
+    require_root()
+    mounts = " ".join(str(hierarchy.mount) for hierarchy in locate(MOUNTINFO.read_text()))
+    remount = 'for m in $MOUNTS; do mount -o remount,bind,ro "$m" || exit 1; done; exec "$@"'
+    python = [sys.executable, "-c", READ_ONLY_CGROUPS]
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", remount, "sh", *python],
+        cwd=REPO,
+        env={**os.environ, "MOUNTS": mounts},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused: the subprocess sandbox holds each run's memory and processes in a cgroup" in done.stdout
+    assert "Read-only file system" in done.stdout and "strategy='container'" in done.stdout
+    assert "without a cgroup the run exits 0" in done.stdout  # what the ConfigError protects from
+
+
+def test_no_run_cgroup_outlives_a_run_that_was_killed(session: SandboxSession, tmp_path: Path) -> None:
+    result = _visible(session, tmp_path, "def test_loop():\n    while True:\n        pass\n")
+    assert result.timed_out
+    assert sandbox_processes() == [] and run_cgroups() == []
+
+
+KILLED_HOST = """
+import sys
+from pathlib import Path
+from adapters.code_env.sandbox.base import Job, Limits
+from adapters.code_env.sandbox.process import ProcessSandbox
+ProcessSandbox(Limits(wall_seconds=120)).open(Path(sys.argv[1])).run(Job("visible", now=0.0, seed=0))
+"""
+
+
+def test_a_killed_hosts_run_dies_with_it_and_the_next_sandbox_removes_its_cgroup(tmp_path: Path) -> None:
+    require_root()
+    tmp_path.chmod(0o755)
+    (tmp_path / "test_sleep.py").write_text("import time\ndef test_sleep():\n    time.sleep(600)\n")
+    (tmp_path / "test_sleep.py").chmod(0o644)
+    host = subprocess.Popen([sys.executable, "-c", KILLED_HOST, str(tmp_path)], cwd=REPO)
+    try:
+        owner = owner_tag(host.pid)
+        started = _until(lambda: any(_processes_in(folder) for folder in run_cgroups(owner)))
+        assert started, "the run never started"
+    finally:
+        host.kill()
+        host.wait()
+    left = run_cgroups(owner)
+    # the launcher, PID 1 and the model's process died with the host (each one's PR_SET_PDEATHSIG)
+    assert _until(lambda: not any(_processes_in(folder) for folder in left), 5.0)
+    assert left and all(folder.is_dir() for folder in left)  # nobody was left to remove its cgroup
+    swept = ProcessSandbox(Limits()).cgroups.swept  # type: ignore[union-attr]
+    assert run_cgroups(owner) == [] and {str(folder) for folder in left} <= set(swept)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import statekit
 from adapters.code_env import CodeEnvAdapter
 from adapters.code_env.tasks import load_task, load_tasks
-from adapters.code_env.validate import REPEATS, trivial_solutions
+from adapters.code_env.validate import REPEATS, forged_solutions, raising_bodies, trivial_solutions
 
-from .conftest import require_root
+from .conftest import require_root, solve, submit_code
 
 
 def test_the_store_holds_twenty_tasks_of_both_kinds_with_metadata() -> None:
@@ -53,6 +54,29 @@ def test_the_hidden_job_carries_inputs_never_expectations() -> None:
         (lambda d: (d / "hidden_tests.py").unlink(), "hidden_tests.py is missing"),
         (lambda d: [p.unlink() for p in (d / "reference").iterdir()], "reference/ is empty"),
         (lambda d: (d / "start" / "test_visible.py").write_text(""), "is generated"),
+        (
+            lambda d: (d / "hidden_tests.py").write_text(
+                "CASES = [{'name': 'a', 'call': 'median', 'args': ([],), 'raises': 'ValueError'}]\n"
+            ),
+            "every case expects an exception",
+        ),
+        (
+            lambda d: _add_case(
+                d,
+                {
+                    "name": "m",
+                    "call": "median",
+                    "args": ([],),
+                    "raises": "ValueError",
+                    "message": "no median",
+                },
+            ),
+            "which the spec does not quote",
+        ),
+        (
+            lambda d: _add_case(d, {"name": "m", "call": "median", "args": ([],), "raises": "EmptyError"}),
+            "names a builtin exception class",
+        ),
     ],
 )
 def test_a_malformed_task_is_refused_with_its_reason(
@@ -65,13 +89,61 @@ def test_a_malformed_task_is_refused_with_its_reason(
     assert "median" in str(info.value)
 
 
+def _add_case(folder: Path, case: dict[str, Any]) -> None:
+    hidden = folder / "hidden_tests.py"
+    hidden.write_text(hidden.read_text().replace("CASES = [", f"CASES = [\n    {case!r},", 1))
+
+
 def test_trivial_solutions_keep_the_signatures() -> None:
     lru = load_tasks()["lru_cache"]
     variants = trivial_solutions(lru)
-    assert set(variants) >= {"None", "0", "FIRST_ARGUMENT"}
+    assert set(variants) >= {"None", "0", "FIRST_ARGUMENT", "raise ValueError"}
     code = variants["FIRST_ARGUMENT"]["solution.py"]
     assert "def get(self, key):\n        return key" in code
     assert "def __init__(self, capacity):\n        pass" in code
+    raising = variants["raise ValueError"]["solution.py"]
+    assert "def __init__(self, capacity):\n        raise ValueError" in raising
+    assert "def get(self, key):\n        raise ValueError" in raising
+
+
+def test_refusing_and_forging_score_nothing_on_any_task(
+    code_env: statekit.Environment, adapter: CodeEnvAdapter
+) -> None:
+    """For every task of the pool, through the environment: every function raising what the hidden
+    cases expect (ValueError everywhere, the attack), and modules that forge records on the answers'
+    descriptor, all score 0 and end the episode as an ordinary submit (never truncated)."""
+    assert len(adapter.task_kinds()) == 20
+    for task_id in adapter.task_kinds():
+        task = adapter.pool.tasks[task_id]
+        trivial = trivial_solutions(task)
+        attempts = {body: trivial[body] for body in raising_bodies(task)}
+        attempts.update(forged_solutions(task))
+        assert "raise ValueError" in attempts and len(attempts) >= 4
+        for name, files in attempts.items():
+            code_env.reset(seed=1, options={"task": task_id})
+            for path, content in files.items():
+                code_env.step({"tool": "write_file", "path": path, "content": content})
+            _, reward, terminated, truncated, _ = code_env.step({"tool": "submit"})
+            assert (reward, terminated, truncated) == (0.0, True, False), (task_id, name)
+
+
+def test_a_message_the_spec_quotes_is_checked_in_the_sandbox(task_store: Callable[..., Path]) -> None:
+    """A case may expect the exception's message when the spec quotes it; only that message passes."""
+    require_root()
+    folder = task_store("median") / "median"
+    toml = (folder / "task.toml").read_text()
+    quoted = "An empty list raises ValueError('median of an empty list')."
+    (folder / "task.toml").write_text(toml.replace("An empty list raises ValueError.", quoted))
+    hidden = folder / "hidden_tests.py"
+    message = '"raises": "ValueError", "message": "median of an empty list"'
+    hidden.write_text(hidden.read_text().replace('"raises": "ValueError"', message))
+    reference = (folder / "reference" / "solution.py").read_text()
+    assert 'raise ValueError("median of an empty list")' in reference
+    with statekit.make("code_env", tasks_dir=folder.parent) as env:
+        assert solve(env, 1, "median") == 1.0
+        cases = len(load_task(folder).cases)
+        bare = reference.replace('"median of an empty list"', "")
+        assert submit_code(env, 1, "median", bare)[0] == (cases - 1) / cases
 
 
 def test_every_task_of_the_store_enters_the_pool(adapter: CodeEnvAdapter) -> None:

@@ -30,6 +30,9 @@ def _error(env: statekit.Environment, action: dict[str, Any]) -> str:
         ({"tool": "view_file", "path": "missing.py"}, "not_found"),
         ({"tool": "view_file", "path": "."}, "is_a_directory"),
         ({"tool": "write_file", "path": "solution.py/x", "content": "x"}, "not_a_directory"),
+        ({"tool": "view_file", "path": "solution.py/x"}, "invalid_path"),
+        ({"tool": "write_file", "path": "n" * 300, "content": "x"}, "name_too_long"),  # ENAMETOOLONG
+        ({"tool": "view_file", "path": "sub/" + "n" * 256}, "name_too_long"),
         ({"tool": "view_file"}, "invalid_arguments"),
         ({"tool": "write_file", "path": "a.py", "content": "x" * (MAX_WRITE_BYTES + 1)}, "invalid_arguments"),
         ({"tool": "rm_rf"}, "unknown_tool"),

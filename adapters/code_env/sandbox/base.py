@@ -20,8 +20,10 @@ from typing import Any, Self
 from statekit import ConfigError, StatekitError
 
 MiB = 1024 * 1024
-DEFENCES = ("hash_seed", "mask", "network")
-"""Defences ``disable_defences`` may switch off, only to prove they matter (the exploit tests)."""
+DEFENCES = ("cgroup", "hash_seed", "mask", "network", "userns")
+"""Defences ``disable_defences`` may switch off, only to prove they matter (the exploit tests).
+``cgroup`` (a cgroup per run), ``mask`` and ``userns`` (no new user namespaces) are the process
+layer's: the container layer's cgroup and seccomp profile are Docker's, always on."""
 
 
 class SandboxError(StatekitError):

@@ -9,10 +9,13 @@ read-only at ``/tmp/work``, so writes happen only through the agent's tools.
 Each run is ``docker exec`` as the unprivileged ``sandbox`` user (uid 10001) of a small shell wrapper:
 ``timeout -s KILL`` bounds the wall clock, the runner lowers CPU/memory/file limits before it imports
 anything of the model's, and afterwards ``kill -KILL -1`` (as that same user) removes whatever the run
-left behind, daemons included, so the next run starts clean. Hidden runs send their records on the
-exec's stdout and the model's own output on stderr (fd 3 is routed by the wrapper). A host-side
-watchdog kills the container if a run overstays its wall clock by more than a grace period: that ends
-the episode, never the host.
+left behind, daemons included. Hidden runs send their records on the exec's stdout and the model's
+own output on stderr (fd 3 is routed by the wrapper). The wrapper runs as the model's uid, so the
+model can kill it before its last line; so after every run a second exec, the reaper (``REAPER``),
+which the model never reaches, kills every process of that uid and waits until ``/proc`` lists none:
+the next run starts clean. A host-side watchdog kills the container if a run overstays its wall clock
+by more than a grace period; a container the reaper cannot clean (killed, out of processes) is
+replaced by a fresh one, so what the model did costs it that run and never ends the episode.
 
 Containers carry the label ``statekit.code_env.owner=HOST:PID:START``; a new sandbox removes those
 of dead processes on this host.
@@ -23,9 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from adapters.code_env.sandbox.base import (
     sandbox_environment,
 )
 from adapters.code_env.sandbox.image import ensure_image
+from adapters.code_env.sandbox.owners import is_gone, owner_tag
 from adapters.code_env.sandbox.runner import PYTHON_FLAGS, WORK_DIR
 from statekit import docker_client
 
@@ -58,24 +60,26 @@ WRAPPERS = {
     "hidden": f'timeout -s KILL "$1" {_RUNNER} "$2" 3>&1 1>&2; {_AFTERWARDS}',
     "visible": f'timeout -s KILL "$1" {_RUNNER} "$2" 3>/dev/null; {_AFTERWARDS}',
 }
-
-
-HOST = socket.gethostname()
-"""This machine's real name, read at import: episodes run under statekit's fixed host identity."""
-
-
-def owner_tag(pid: int | None = None) -> str:
-    """HOST:PID:START: the start time tells a live owner from a new process that reused its pid."""
-    pid = os.getpid() if pid is None else pid
-    return f"{HOST}:{pid}:{_start_time(pid)}"
-
-
-def _start_time(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except (FileNotFoundError, IndexError):
-        return "gone"
+REAPER = """
+kill -KILL -1 2>/dev/null
+tries=0
+while :; do
+    left=0
+    for status in /proc/[0-9]*/status; do
+        [ "$status" = "/proc/$$/status" ] && continue
+        while read -r key uid _; do
+            [ "$key" = Uid: ] && { [ "$uid" = 10001 ] && left=1; break; }
+        done 2>/dev/null < "$status"
+    done
+    [ "$left" = 0 ] && exit 0
+    tries=$((tries + 1))
+    [ "$tries" -lt 100 ] || exit 1
+    kill -KILL -1 2>/dev/null
+    sleep 0.02
+done
+"""
+"""Run as the sandbox user after every run: kill every process of it (``kill -1`` spares only the
+caller and init) until ``/proc`` shows none; exit 1 if some survive two seconds."""
 
 
 class ContainerSandbox(Sandbox):
@@ -95,9 +99,7 @@ class ContainerSandbox(Sandbox):
         """Remove sandbox containers whose owning process on this host is gone."""
         removed = []
         for container in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            host, _, rest = str(container.labels.get(OWNER_LABEL, "")).partition(":")
-            pid, _, start = rest.partition(":")
-            if host == HOST and pid.isdigit() and _start_time(int(pid)) != start:
+            if is_gone(str(container.labels.get(OWNER_LABEL, ""))):
                 log.warning("removing orphan sandbox container %s", container.name)
                 with contextlib.suppress(Exception):
                     container.remove(force=True)
@@ -121,10 +123,17 @@ class ContainerSession(SandboxSession):
 
     def __init__(self, sandbox: ContainerSandbox, work_dir: Path) -> None:
         self.sandbox = sandbox
-        limits = sandbox.limits
+        self.work_dir = work_dir
+        self.container = self._start()
+        self.replaced = 0
+        """Containers this session replaced because the reaper could not clean them."""
+        self._closed = False
+
+    def _start(self) -> Any:
+        sandbox, limits = self.sandbox, self.sandbox.limits
         scratch = f"rw,nosuid,nodev,size={limits.scratch_bytes},mode=1777"
         try:
-            self.container = sandbox.client.containers.run(
+            return sandbox.client.containers.run(
                 sandbox.image_id,
                 command=["sleep", "infinity"],
                 detach=True,
@@ -135,7 +144,7 @@ class ContainerSession(SandboxSession):
                 read_only=True,
                 tmpfs={"/tmp": scratch, "/var/tmp": scratch},
                 shm_size=limits.scratch_bytes,
-                volumes={str(work_dir): {"bind": WORK_DIR, "mode": "ro"}},
+                volumes={str(self.work_dir): {"bind": WORK_DIR, "mode": "ro"}},
                 mem_limit=limits.memory_bytes,
                 memswap_limit=limits.memory_bytes,
                 nano_cpus=1_000_000_000,
@@ -145,9 +154,14 @@ class ContainerSession(SandboxSession):
             )
         except Exception as exc:
             raise SandboxError(f"starting the sandbox container failed: {exc}") from exc
-        self._closed = False
 
     def run(self, job: Job) -> RunResult:
+        try:
+            return self._run(job)
+        finally:
+            self._reap()
+
+    def _run(self, job: Job) -> RunResult:
         box = self.sandbox
         api = box.client.api
         limits = box.limits
@@ -194,6 +208,23 @@ class ContainerSession(SandboxSession):
             records=parse_records(channel.data()) if hidden else [],
             seconds=seconds,
         )
+
+    def _reap(self) -> None:
+        """Leave no process of the run behind; replace the container if that cannot be done in it."""
+        api = self.sandbox.client.api
+        try:
+            exec_id = api.exec_create(self.container.id, ["sh", "-c", REAPER], user=SANDBOX_USER)["Id"]
+            api.exec_start(exec_id)
+            if api.exec_inspect(exec_id).get("ExitCode") == 0:
+                return
+            problem = "processes of the run survived the reaper"
+        except Exception as exc:  # the container is gone, stopped, or out of processes
+            problem = f"the reaper could not run: {exc}"
+        log.warning("replacing sandbox container %s: %s", self.container.name, problem)
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+        self.container = self._start()
+        self.replaced += 1
 
     def _kill(self) -> None:
         log.error("a sandbox run overstayed its wall clock; killing container %s", self.container.name)

@@ -6,8 +6,10 @@ as possible: it starts once per run. It is its own
 program rather than a ``preexec_fn`` because it forks and mounts: doing that in a copy of a
 multi-threaded host process is unsafe. Three processes result:
 
-1. the launcher: ``unshare``\\ s new mount, network, PID, IPC and UTS namespaces, forks, waits, and exits
-   with the run's status (``128 + N`` for a signal). If it dies, its child gets ``SIGKILL``
+1. the launcher: dies with the host (``PR_SET_PDEATHSIG``), joins the run's cgroup (``cgroups.py``:
+   memory and tasks counted for the run as a whole, from here on), ``unshare``\\ s new mount,
+   network, PID, IPC, UTS and cgroup namespaces (the run's cgroup is its root), forks, waits, and
+   exits with the run's status (``128 + N`` for a signal). If it dies, its child gets ``SIGKILL``
    (``PR_SET_PDEATHSIG``), so killing the launcher kills the run: that is how the host enforces the
    wall clock.
 2. PID 1 of the new PID namespace (still root): mounts a fresh ``/proc``; hides every top-level
@@ -20,7 +22,9 @@ multi-threaded host process is unsafe. Three processes result:
    When PID 1 exits the kernel kills everything left in the namespace, so a fork bomb or a daemon
    dies with it.
 3. the model's process: sets resource limits, drops to the run's own unprivileged uid (no groups),
-   disables address-space randomisation (so ``repr`` addresses repeat), and ``exec``\\ s Python.
+   disables address-space randomisation (so ``repr`` addresses repeat), sets ``no_new_privs`` (no
+   setuid program raises it again) and a seccomp filter that refuses new user namespaces (in which
+   it would be root, and the kernel's namespace code is a wide door), and ``exec``\\ s Python.
 
 A failure before ``exec`` is written to the error descriptor (close-on-exec, so the model's code can
 never write there) and the launcher exits 125.
@@ -38,6 +42,7 @@ import sys
 from typing import Any, NoReturn
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
@@ -45,6 +50,11 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+CLONE_NEWUSER = 0x10000000
+SYSCALLS = {"x86_64": (0xC000003E, 56, 272, 435), "aarch64": (0xC00000B7, 220, 97, 435)}
+"""Per machine: the seccomp audit architecture, and the numbers of clone, unshare and clone3."""
 ADDR_NO_RANDOMIZE = 0x0040000
 SCRATCH = ("/tmp", "/dev/shm")
 SYSTEM = ("bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr")
@@ -116,6 +126,53 @@ def _hide(path: str) -> None:
     _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
 
 
+class _Instruction(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Instruction))]
+
+
+def user_namespace_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """A classic-BPF seccomp program (``code, jump-if-true, jump-if-false, k``; jumps count the
+    instructions skipped): clone and unshare with ``CLONE_NEWUSER`` fail with EPERM; clone3 fails
+    with ENOSYS (its flags are in memory a filter cannot read; glibc then falls back to clone); a
+    foreign ABI (i386's ``int 0x80``) kills the process; x32 numbers fail; everything else passes."""
+    arch, clone, unshare, clone3 = SYSCALLS[machine]
+    load, equal, at_least, has_bits, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, kill, fail = 0x7FFF0000, 0x80000000, 0x00050000  # SECCOMP_RET_ALLOW, _KILL_PROCESS, _ERRNO
+    return [
+        (load, 0, 0, 4),  # 0: seccomp_data.arch
+        (equal, 1, 0, arch),  # 1: this ABI: go on at 3
+        (ret, 0, 0, kill),  # 2
+        (load, 0, 0, 0),  # 3: seccomp_data.nr
+        (at_least, 8, 0, 0x40000000),  # 4: x32: 13
+        (equal, 7, 0, clone3),  # 5: 13
+        (equal, 2, 0, unshare),  # 6: 9
+        (equal, 1, 0, clone),  # 7: 9
+        (ret, 0, 0, allow),  # 8
+        (load, 0, 0, 16),  # 9: the low half of args[0], the flags of both
+        (has_bits, 0, 1, CLONE_NEWUSER),  # 10: 11 if set, else 12
+        (ret, 0, 0, fail | 1),  # 11: EPERM
+        (ret, 0, 0, allow),  # 12
+        (ret, 0, 0, fail | 38),  # 13: ENOSYS
+    ]
+
+
+def _block_user_namespaces() -> None:
+    program = user_namespace_filter(os.uname().machine)
+    instructions = (_Instruction * len(program))(*(_Instruction(*i) for i in program))
+    pointer = ctypes.byref(_Program(len(program), instructions))
+    mode, zero = ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.c_ulong(0)
+    _check(_libc.prctl(PR_SET_SECCOMP, mode, pointer, zero, zero), "prctl(PR_SET_SECCOMP)")
+
+
 def _become_the_model(config: dict[str, Any]) -> None:
     """Limits, identity, then exec: never returns."""
     for name, value in sorted(config["limits"].items()):
@@ -130,6 +187,10 @@ def _become_the_model(config: dict[str, Any]) -> None:
     os.setresuid(uid, uid, uid)
     if config["no_aslr"]:
         _libc.personality(ADDR_NO_RANDOMIZE)
+    one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, one, zero, zero, zero), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if config["block_user_namespaces"]:
+        _block_user_namespaces()
     os.chdir(WORK)
     argv = [str(a) for a in config["argv"]]
     os.execve(argv[0], argv, {str(k): str(v) for k, v in config["env"].items()})
@@ -154,6 +215,14 @@ def _namespace_init(config: dict[str, Any], work_fd: int, error_fd: int) -> int:
             return status
 
 
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def _fail(error_fd: int, message: str) -> NoReturn:
     try:
         os.write(error_fd, message.encode(errors="replace"))
@@ -174,7 +243,13 @@ def main() -> int:
     os.dup2(records, RECORDS_FD)
     os.close(records)
     try:
-        flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+        # The host enforces the wall clock; a launcher that outlived it would run unwatched.
+        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != int(config["host_pid"]):
+            raise OSError("the host exited before the run started")
+        for procs in config["cgroup_procs"]:  # first: everything below is counted in the run's cgroup
+            _write(procs, str(os.getpid()))
+        flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
         if config["network_namespace"]:
             flags |= CLONE_NEWNET
         _check(_libc.unshare(flags), "unshare")

@@ -4,16 +4,20 @@ Per run (``launch.py`` does the privileged part; see its docstring for the three
 
 - no network: a new network namespace holds only a loopback interface that is down;
 - its own PID namespace: killing the launcher kills the whole tree, whatever it forked or ``setsid``-ed;
+- its own cgroup (``cgroups.py``): memory, shared memory included, and tasks counted for the run as a
+  whole; whatever is left in it after the run is killed, and the cgroup removed;
 - its own mount namespace: a fresh ``/proc``, size-limited tmpfs for every world-writable directory,
   the hidden tests' store hidden under an empty tmpfs, and the working directory read-only at
   ``/tmp/work`` (the same path in every run and every layer, so tracebacks repeat);
 - resource limits: CPU seconds, address space, processes, file size, open files; a wall-clock
   timeout enforced from outside (``SIGKILL`` to the launcher's process group);
 - an unprivileged uid of its own (``slots.py``), no supplementary groups, a scrubbed environment with
-  ``PYTHONHASHSEED`` fixed, address-space randomisation off.
+  ``PYTHONHASHSEED`` fixed, address-space randomisation off, ``no_new_privs``, and no new user
+  namespaces (a seccomp filter).
 
-It needs root: creating namespaces, mounting and switching uid are privileged. Without root,
-``ProcessSandbox`` refuses to start (``ConfigError``) rather than run untrusted code unisolated; use
+It needs root: creating namespaces and cgroups, mounting and switching uid are privileged. Without
+root, or where no cgroup can be made (a read-only ``/sys/fs/cgroup``), ``ProcessSandbox`` refuses to
+start (``ConfigError``) rather than run untrusted code less isolated than promised; use
 ``strategy="container"`` instead. What it does not stop: reading world-readable files of the host
 outside the masked paths (the container layer does).
 """
@@ -45,8 +49,9 @@ from adapters.code_env.sandbox.base import (
     parse_records,
     sandbox_environment,
 )
+from adapters.code_env.sandbox.cgroups import RunCgroup, RunCgroups
 from adapters.code_env.sandbox.runner import PYTHON_FLAGS, RUNNER_PATH
-from adapters.code_env.sandbox.slots import UidSlots
+from adapters.code_env.sandbox.slots import Lease, UidSlots
 from statekit import ConfigError
 
 DEFAULT_PYTHON = "/usr/bin/python3"
@@ -82,11 +87,17 @@ class ProcessSandbox(Sandbox):
                 f"the sandbox's Python {python!r} is not an executable file; pass python=PATH (a "
                 "Python >= 3.11 outside any home directory, e.g. /usr/bin/python3 from python3-minimal)"
             )
+        if "userns" not in disabled and os.uname().machine not in launch.SYSCALLS:
+            raise ConfigError(
+                f"the subprocess sandbox cannot switch off user namespaces on {os.uname().machine} "
+                f"(its seccomp filter knows {sorted(launch.SYSCALLS)}); use strategy='container'"
+            )
         self.limits = limits
         self.python = python
         self.masked = tuple(str(Path(p).resolve()) for p in masked)
         self.disabled = disabled
         self.slots = slots or UidSlots()
+        self.cgroups = None if "cgroup" in disabled else _run_cgroups(limits)
         self._identity = _interpreter_identity(python)
         self.runner_pyc, prefixes = _compile_runner(python)
         """The runner compiled once by the sandbox's own interpreter (bytecode is version-specific):
@@ -116,63 +127,75 @@ class ProcessSession(SandboxSession):
     def run(self, job: Job) -> RunResult:
         box = self.sandbox
         with box.slots.borrow() as lease:
-            records_r, records_w = os.pipe()
-            error_r, error_w = os.pipe()
+            cgroup = box.cgroups.create() if box.cgroups is not None else None
             try:
-                config: dict[str, Any] = {
-                    "work_dir": str(self.work_dir),
-                    "uid": lease.uid,
-                    "records_fd": records_w,
-                    "error_fd": error_w,
-                    "limits": box.limits.rlimits(),
-                    "scratch_bytes": box.limits.scratch_bytes,
-                    "masked": [] if "mask" in box.disabled else list(box.masked),
-                    "hide_the_rest": "mask" not in box.disabled,
-                    "keep": box.keep,
-                    "network_namespace": "network" not in box.disabled,
-                    "no_aslr": True,
-                    "env": sandbox_environment(box.disabled),
-                    "runner_pyc": box.runner_pyc,
-                    "argv": [box.python, *PYTHON_FLAGS, launch.RUNNER, job.encoded(box.limits)],
-                }
-                started = time.monotonic()
-                try:
-                    proc = subprocess.Popen(
-                        [box.python, "-I", "-S", str(LAUNCHER)],
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        pass_fds=(records_w, error_w),
-                        start_new_session=True,  # its own process group: the timeout kills all of it
-                        env={"PATH": "/usr/bin:/bin"},
-                    )
-                finally:  # only the launcher holds the write ends now: EOF means the run is over
-                    os.close(records_w)
-                    os.close(error_w)
-                assert proc.stdin is not None
-                with contextlib.suppress(BrokenPipeError):  # a launcher that died at once says why below
-                    proc.stdin.write(marshal.dumps(config, 4))
-                proc.stdin.close()
-                out, err = BoundedBuffer(box.limits.output_bytes), BoundedBuffer(box.limits.output_bytes)
-                records, failure = BoundedBuffer(box.limits.records_bytes), BoundedBuffer(64 * 1024)
-                assert proc.stdout is not None and proc.stderr is not None
-                streams = {
-                    proc.stdout.fileno(): out,
-                    proc.stderr.fileno(): err,
-                    records_r: records,
-                    error_r: failure,
-                }
-                with proc:  # closes stdout/stderr and waits, whatever happens
-                    try:
-                        timed_out = _drain(streams, proc.pid, box.limits.wall_seconds)
-                    except BaseException:
-                        _kill(proc.pid)
-                        lease.killed = True
-                        raise
-                lease.killed = timed_out
+                return self._run(job, lease, cgroup)
             finally:
-                os.close(records_r)
-                os.close(error_r)
+                if cgroup is not None and not cgroup.close():
+                    lease.killed = True  # something of the run is still alive: its uid waits for it
+
+    def _run(self, job: Job, lease: Lease, cgroup: RunCgroup | None) -> RunResult:
+        box = self.sandbox
+        records_r, records_w = os.pipe()
+        error_r, error_w = os.pipe()
+        try:
+            config: dict[str, Any] = {
+                "work_dir": str(self.work_dir),
+                "uid": lease.uid,
+                "host_pid": os.getpid(),
+                "cgroup_procs": cgroup.procs if cgroup is not None else [],
+                "records_fd": records_w,
+                "error_fd": error_w,
+                "limits": box.limits.rlimits(),
+                "scratch_bytes": box.limits.scratch_bytes,
+                "masked": [] if "mask" in box.disabled else list(box.masked),
+                "hide_the_rest": "mask" not in box.disabled,
+                "keep": box.keep,
+                "network_namespace": "network" not in box.disabled,
+                "block_user_namespaces": "userns" not in box.disabled,
+                "no_aslr": True,
+                "env": sandbox_environment(box.disabled),
+                "runner_pyc": box.runner_pyc,
+                "argv": [box.python, *PYTHON_FLAGS, launch.RUNNER, job.encoded(box.limits)],
+            }
+            started = time.monotonic()
+            try:
+                proc = subprocess.Popen(
+                    [box.python, "-I", "-S", str(LAUNCHER)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(records_w, error_w),
+                    start_new_session=True,  # its own process group: the timeout kills all of it
+                    env={"PATH": "/usr/bin:/bin"},
+                )
+            finally:  # only the launcher holds the write ends now: EOF means the run is over
+                os.close(records_w)
+                os.close(error_w)
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # a launcher that died at once says why below
+                proc.stdin.write(marshal.dumps(config, 4))
+            proc.stdin.close()
+            out, err = BoundedBuffer(box.limits.output_bytes), BoundedBuffer(box.limits.output_bytes)
+            records, failure = BoundedBuffer(box.limits.records_bytes), BoundedBuffer(64 * 1024)
+            assert proc.stdout is not None and proc.stderr is not None
+            streams = {
+                proc.stdout.fileno(): out,
+                proc.stderr.fileno(): err,
+                records_r: records,
+                error_r: failure,
+            }
+            with proc:  # closes stdout/stderr and waits, whatever happens
+                try:
+                    timed_out = _drain(streams, proc.pid, box.limits.wall_seconds)
+                except BaseException:
+                    _kill(proc.pid)
+                    lease.killed = True
+                    raise
+            lease.killed = timed_out
+        finally:
+            os.close(records_r)
+            os.close(error_r)
         if failure.size and proc.returncode == launch.LAUNCH_FAILED:
             raise SandboxError(f"the process sandbox could not start the run: {failure.text()}")
         exit_code, signal_name = _status(proc.returncode, timed_out)
@@ -186,6 +209,18 @@ class ProcessSession(SandboxSession):
             records=parse_records(records.data()),
             seconds=time.monotonic() - started,
         )
+
+
+def _run_cgroups(limits: Limits) -> RunCgroups:
+    try:
+        return RunCgroups(limits)
+    except SandboxError as exc:
+        raise ConfigError(
+            f"the subprocess sandbox holds each run's memory and processes in a cgroup of its own and "
+            f"cannot make one here: {exc}. It needs the memory and pids controllers (cgroup v2 at "
+            "/sys/fs/cgroup with both enabled, or v1 hierarchies) on a writable cgroup filesystem "
+            "(a container's /sys/fs/cgroup is often read-only); or use strategy='container'."
+        ) from exc
 
 
 def _kill(pid: int) -> None:

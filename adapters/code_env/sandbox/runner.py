@@ -9,7 +9,7 @@ written by the host, so trusted; ``marshal`` is built in, which keeps start-up t
   calls the hidden cases describe. Only the *inputs* come in (expected values never enter the sandbox);
   one record per call goes out on file descriptor 3 (a ``repr`` of plain data, one per line, which
   the host reads with ``ast.literal_eval``: never executed), carrying the value the call returned,
-  encoded by exact type (``encode``), or the builtin exception classes it raised.
+  encoded by exact type (``encode``), or the builtin exception classes it raised and its message.
 
 The runner never judges anything. Every line of this process, this file included, can be rewritten by
 the model's code, so its records are only the model's *answers*; the verdict is computed by
@@ -29,6 +29,7 @@ Start-up is paid on every run, so the runner imports only what it needs (no ``js
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import importlib
 import marshal
@@ -53,6 +54,7 @@ RECORDS_FD = 3
 MAX_NODES = 100_000
 MAX_DEPTH = 64
 MAX_RECORD_BYTES = 256 * 1024
+MAX_MESSAGE_CHARS = 1000
 
 # -- the wire format ----------------------------------------------------------------------------------
 # A value is a list whose first item names its exact type: ["int", "5"], ["float", "2.5"],
@@ -197,7 +199,9 @@ _LIMITS = {
 
 
 def apply_limits(limits: dict[str, int]) -> None:
-    """Lower this process's resource limits (the container layer; the process layer set them already)."""
+    """Lower this process's resource limits (the container layer; the process layer set them already),
+    and make it and its children the first the kernel's OOM killer picks, before the sandbox's own
+    processes (a container's init, the launcher): a run out of memory loses itself, not the sandbox."""
     for name, value in sorted(limits.items()):
         which = _LIMITS.get(name)
         if which is None:
@@ -205,6 +209,11 @@ def apply_limits(limits: dict[str, int]) -> None:
         _, hard = resource.getrlimit(which)
         if hard == resource.RLIM_INFINITY or value < hard:
             resource.setrlimit(which, (value, value))
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:  # raising it needs no privilege
+            adj.write("1000")
+    except OSError:
+        pass
 
 
 # -- the two modes ------------------------------------------------------------------------------------
@@ -260,8 +269,18 @@ def _emit(record: dict[str, Any]) -> None:
 
 
 def _builtin_classes(exc: BaseException) -> list[str]:
-    """The builtin exception classes ``exc`` is an instance of (a home-made ``ValueError`` is not one)."""
-    return [cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"]
+    """The builtin exception classes ``exc`` is an instance of, nearest first (a home-made class is
+    none of them, whatever it calls itself; the grader holds the first to the expected class)."""
+    return [cls.__name__ for cls in type(exc).__mro__ if getattr(builtins, cls.__name__, None) is cls]
+
+
+def _message(exc: BaseException) -> str:
+    """``str(exc)``, cut to ``MAX_MESSAGE_CHARS`` ("" when the model's ``__str__`` fails)."""
+    try:
+        text = str(exc)
+    except BaseException:
+        return ""
+    return text[:MAX_MESSAGE_CHARS] if type(text) is str else ""
 
 
 def _resolve(module: Any, names: dict[str, Any], call: str) -> Any:
@@ -302,7 +321,7 @@ def run_hidden(module_name: str, cases: list[list[dict[str, Any]]], variants: li
                     kwargs = {key: decode(value) for key, value in step.get("kwargs", {}).items()}
                     result = target(*args, **kwargs)
                 except BaseException as exc:
-                    _emit({**where, "raised": _builtin_classes(exc)})
+                    _emit({**where, "raised": _builtin_classes(exc), "message": _message(exc)})
                     break
                 if "as" in step:
                     names[step["as"]] = result
