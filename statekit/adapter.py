@@ -123,6 +123,16 @@ class Adapter(ABC):
         or the task this world's seed and options gave before). ``app`` is what ``attach`` returned; it is
         passed only when ``attach`` returned something, so adapters without ``attach`` may omit it."""
 
+    def reset_options(self) -> dict[str, dict[str, JSON]]:
+        """The options ``reset`` takes, each with a JSON Schema for its value. statekit refuses any
+        other option, and any value its schema refuses, before ``check_options`` and the same way for
+        every adapter. Default: ``task``, one of the task kinds, when the adapter has any (a kind left
+        out of the pool is the adapter's to refuse, saying so)."""
+        kinds = self.task_kinds()
+        if not kinds:
+            return {}
+        return {"task": {"type": "string", "enum": kinds, "description": "the kind of task to pose"}}
+
     def check_options(self, options: dict[str, JSON]) -> None:  # noqa: B027 - optional hook
         """Refuse bad reset options (a ConfigError or ValueError saying what to pass) before any world
         is touched. ``reset`` asks first: where the next episode rewinds the live episode's own world,

@@ -277,6 +277,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdicts.update({f"control {name}": ok for name, ok in report.controls.items()})
         verdicts["rewind_order"] = report.rewind_order
         verdicts["random_walk"] = report.random_walk
+        verdicts["journal_integrity"] = report.journal_integrity
         for name, ok in verdicts.items():
             console.print(f"{name:<24} {_verdict(ok)}")
         for kind, played in report.kinds.items():

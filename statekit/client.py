@@ -3,8 +3,10 @@
 ``RemoteEnvironment(url)`` returns what ``Environment`` returns (the same observations, rewards,
 infos and ``State``), so code written against one runs against the other. Like ``Environment``,
 ``step`` or ``state`` before ``reset`` raise ``ResetNeeded``; a session whose worker process died
-raises ``EnvironmentLost`` (replay the episode in a new session: ``statekit.rollouts`` does); any
-other refusal by the server raises ``RemoteError`` carrying its status, code and message.
+raises ``EnvironmentLost``, one whose world died with its database ``WorldLost`` (replay the episode
+in a new session: ``statekit.rollouts`` does); a reset while that database is down raises
+``ServerDown`` (retry); any other refusal by the server raises ``RemoteError`` carrying its status,
+code and message.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import httpx
 from statekit.contract import JSON, State
 from statekit.determinism.egress import allow_egress
 from statekit.digest.dump import StateDump
-from statekit.errors import EnvironmentLost, RemoteError, ResetNeeded
+from statekit.errors import EnvironmentLost, RemoteError, ResetNeeded, ServerDown, WorldLost
 
 
 class RemoteEnvironment:
@@ -105,8 +107,16 @@ class RemoteEnvironment:
             self._egress.close()
 
     def health(self) -> dict[str, Any]:
-        """The harness's ``/health`` (raises RemoteError when it does not answer)."""
-        return self._call("GET", "/health")
+        """The harness's ``/health``: ``status`` is "unhealthy" (with a ``reason``) while its worlds'
+        database is down. Raises RemoteError when it does not answer."""
+        try:
+            response = self._http.get("/health")
+            data = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise RemoteError(0, "unreachable", f"GET {self.url}/health failed: {exc}") from exc
+        if response.status_code in (200, 503) and isinstance(data, dict) and "status" in data:
+            return data
+        raise RemoteError(response.status_code, "bad_response", f"GET /health: {response.text[:300]}")
 
     def disconnect(self) -> None:
         """Close the connection but leave the session on the server (after ``attach``)."""
@@ -153,4 +163,8 @@ class RemoteEnvironment:
             raise ResetNeeded(message)
         if code == "worker_lost":
             raise EnvironmentLost(message)
+        if code == "world_lost":
+            raise WorldLost(message)
+        if code == "database_unavailable":
+            raise ServerDown(message)
         raise RemoteError(response.status_code, code, message)

@@ -30,13 +30,15 @@ from statekit.errors import (
     ResetError,
     ResetNeeded,
     RewindError,
+    ServerDown,
     StatekitError,
+    WorldLost,
 )
 from statekit.seeds import WorldSet
-from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.base import Health, ResetStrategy, World
 from statekit.strategies.naming import snapshot_key
 from statekit.strategies.rewinding import Rewinding
-from statekit.tools import parse_action
+from statekit.tools import check_reset_options, parse_action
 
 log = logging.getLogger(__name__)
 EPISODE_START = timedelta(hours=1)
@@ -167,8 +169,12 @@ class Environment:
             seed = self.worlds.draw()
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        down = self.strategy.health().down
+        if down is not None:  # nothing could be restored: say so before touching anything
+            raise ServerDown(f"no world can be restored now ({down}); retry once health() is clear")
         options = dict(options or {})
         self._egress.open()  # from the first episode until close(), nothing here reaches out unannounced
+        check_reset_options(options, self.adapter.reset_options(), self.adapter.name)
         self.adapter.check_options(options)
         key = self.cache.ensure(seed)
         if self._world is not None and key == self._key and isinstance(self.strategy, Rewinding):
@@ -180,7 +186,17 @@ class Environment:
             egress=self._egress,
             held=self._held,
         )
-        return self._begin(key, seed, options, task=None, controls=controls)
+        try:
+            return self._begin(key, seed, options, task=None, controls=controls)
+        except StatekitError:
+            raise
+        except Exception as exc:  # the application's own connection failing may be the server dying
+            down = self.strategy.health(fresh=True).down
+            if down is not None:
+                raise ServerDown(
+                    f"the world could not be restored ({down}); retry once health() is clear"
+                ) from exc
+            raise
 
     def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]:
         """Apply one action. Bad actions become error observations with reward 0."""
@@ -201,6 +217,7 @@ class Environment:
                 with self._controls.active():
                     outcome = episode.call(tool.name, arguments)
             except Exception as exc:  # the application broke, not the agent: end the episode, say why
+                self._raise_if_lost(fresh=True)  # or its database died under it: not the application's doing
                 log.exception("step %d of episode %s failed", self._step_count, self._episode_id)
                 message = f"the environment failed while applying {tool.name!r}: {type(exc).__name__}: {exc}"
                 return self._fail({"error": {"code": "environment_error", "message": message}})
@@ -243,6 +260,12 @@ class Environment:
             clock=self._controls.clock.isoformat(),
             digest=self.digest_now(),
         )
+
+    def health(self) -> Health:
+        """Whether this environment can serve episodes now: ``down`` says why not (its database server
+        is down and being restarted, or unreachable). Costs nothing: the strategy watches in the
+        background."""
+        return self.strategy.health()
 
     def digest_now(self) -> str:
         """The digest of the current world (updated from the previous one where the adapter can)."""
@@ -551,7 +574,30 @@ class Environment:
         self._require_open()
         if self._episode is None:
             raise ResetNeeded("step()/state() before reset(): call reset(seed=...) first")
+        self._raise_if_lost()
         return self._episode
+
+    def _raise_if_lost(self, *, fresh: bool = False) -> None:
+        """End the episode and raise WorldLost if its world died with its server (``fresh``: ask the
+        server now, after a failure that may be its death)."""
+        world = self._world
+        why = None if world is None else self.strategy.lost(world, fresh=fresh)
+        if why is None:
+            return
+        episode_id = self._episode_id
+        self._done = True
+        episode, self._episode, self._world, self._controls = self._episode, None, None, None
+        self._digest = None
+        try:
+            if episode is not None:
+                episode.close()
+        finally:
+            assert world is not None
+            self._release(world, failed=True)
+        raise WorldLost(
+            f"episode {episode_id} is lost: {why}. reset() starts a new one once the server is back; "
+            "the seed and the actions taken so far replay it exactly"
+        )
 
     def _end_episode(self) -> None:
         """Close the episode and hand its world back. A strategy that does not keep worlds (no

@@ -5,7 +5,8 @@ StatekitError
 │   └── SpecError        a digest spec that is malformed or disagrees with the live schema
 │       └── CoverageError    a live column neither included nor excluded by the spec
 ├── ResetError           a reset strategy could not build or restore a world
-│   └── RewindError      a world cannot be rewound in place (``reason``); it is discarded instead
+│   ├── RewindError      a world cannot be rewound in place (``reason``); it is discarded instead
+│   └── ServerDown       the server holding the worlds cannot be reached now (retry later)
 ├── ResetNeeded          step()/state() called before reset()
 ├── EnvironmentClosed    any call on an Environment after close()
 ├── ActionError          an action that is malformed, unknown, or fails its tool's schema
@@ -13,6 +14,7 @@ StatekitError
 ├── EgressError          an outbound connection the egress guard refused (also a PermissionError)
 ├── RemoteError          a statekit harness answered a client's call with an error
 └── EnvironmentLost      the process holding an environment died (a harness worker, a Ray actor)
+    └── WorldLost        the current episode's world died with its database server
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ class RewindError(ResetError):
         super().__init__(reason)
 
 
+class ServerDown(ResetError):
+    """The server holding the worlds cannot be reached now (it died, or is being restarted). Nothing
+    was created; retry the call once ``Environment.health()`` (or the harness's ``/health``) is clear."""
+
+
 class ResetNeeded(StatekitError):
     """The environment has no episode yet: call reset(seed=...) first."""
 
@@ -105,4 +112,14 @@ class EnvironmentLost(StatekitError):
     Its episode is gone with it. Episodes are deterministic, so replaying the seed and the actions
     taken so far in a new environment continues exactly where it stopped: ``statekit.rollout``
     does that.
+    """
+
+
+class WorldLost(EnvironmentLost):
+    """The current episode's world died with its database server (killed, crashed, restarted): its
+    connections, transactions and warm application are gone and its state cannot be vouched for.
+
+    The environment itself lives on: the next ``reset`` starts a new episode (once the server is back).
+    Like any lost environment, replaying the seed and the actions taken so far continues exactly
+    where the episode stopped; ``statekit.rollout`` does that.
     """

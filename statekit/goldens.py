@@ -137,7 +137,7 @@ def _pg_run(command: list[str], *, stdin: bytes | None = None) -> bytes:
 def _pg_dump(strategy: PostgresTemplate, world: World) -> bytes:
     """The copy's schema and rows; owners and grants are left out (each node has its own roles)."""
     command = [_pg_tool("pg_dump"), "--format=custom", "--no-owner", "--no-privileges"]
-    return _pg_run([*command, f"--dbname={to_conninfo(world.location)}"])
+    return _pg_run([*command, f"--dbname={strategy.server.conninfo(world.id)}"])  # statekit's rights
 
 
 def _pg_load(strategy: PostgresTemplate, body: bytes) -> Builder:

@@ -47,24 +47,43 @@ DATABASE = "db"
 class SqlAdapter(Adapter):
     """A PostgreSQL database plus the spec's directories; subclasses set ``name`` and ``spec``."""
 
-    strategies: tuple[str, ...] = ("rewind", "template")
     spec: DigestSpec
     journal_bound: int = DEFAULT_BOUND
     """Row changes an episode may make and still be rewound (beyond it: a clone instead)."""
+    app_role: bool = True
+    """The application connects as a login role of its own per world, with rights on its tables'
+    rows only (``statekit.postgres.roles``). An application that must alter its schema, own its
+    tables or set superuser-only settings sets this False: it then connects as statekit does, its
+    worlds carry no journal, and only ``template`` (a clone per episode) is offered, never a rewind
+    it could corrupt."""
+
     database_prefix: str | None = None
     """What the world databases' names start with (``sk<name>`` when None): PostgreSQL names are
     at most 63 bytes, so an adapter with a long name picks a short prefix."""
 
+    @property
+    def strategies(self) -> tuple[str, ...]:  # type: ignore[override]  # derived from app_role here
+        return ("rewind", "template") if self.app_role else ("template",)
+
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
-        if name not in ("rewind", "template"):
+        if name not in self.strategies:
+            why = (
+                " (its application connects with statekit's rights: app_role=False)"
+                if name == "rewind"
+                else ""
+            )
             raise ConfigError(
-                f"adapter {self.name!r} offers strategies {list(self.strategies)}, not {name!r}"
+                f"adapter {self.name!r} offers strategies {list(self.strategies)}, not {name!r}{why}"
             )
         lease = ServerLease(options.get("db_url"))
         prefix = self.database_prefix or f"sk{self.name}"
         parts: dict[str, ResetStrategy] = {
             DATABASE: PostgresTemplate(
-                lease.server, prefix=prefix, on_close=lease.close, journal_bound=self.journal_bound
+                lease.server,
+                prefix=prefix,
+                on_close=lease.close,
+                journal_bound=self.journal_bound,
+                app_role=self.app_role,
             )
         }
         for directory in self.spec.directories or {}:

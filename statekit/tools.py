@@ -95,6 +95,23 @@ _Validator = jsonschema.validators.extend(
 )
 
 
+def check_reset_options(options: Mapping[str, Any], schemas: Mapping[str, Any], adapter: str) -> None:
+    """Refuse a reset option the adapter does not take, or a value that fails its JSON Schema, with a
+    ConfigError naming what it takes: the same rule for every adapter (``Adapter.reset_options``)."""
+    unknown = sorted(set(options) - set(schemas))
+    if unknown:
+        takes = f"it takes {sorted(schemas)}" if schemas else "it takes none"
+        raise ConfigError(_short(f"adapter {adapter!r} takes no reset option(s) {unknown}; {takes}"))
+    for name, value in options.items():
+        error = next(iter(_Validator(schemas[name]).iter_errors(value)), None)
+        if error is None:
+            continue
+        allowed = schemas[name].get("enum")
+        if name == "task" and allowed is not None and error.validator == "enum":
+            raise ConfigError(_short(f"unknown task kind {value!r}; kinds are {sorted(allowed)}"))
+        raise ConfigError(_short(f"reset option {name!r}: {error.message}"))
+
+
 def transportable(action: object) -> object:
     """``action``, or, when it is nested deeper than ``MAX_ACTION_DEPTH``, a stand-in just past the
     limit that ``parse_action`` refuses with the same error. A hostile nesting cannot be pickled (the

@@ -358,11 +358,6 @@ class ClaimsAdapter(SqlAdapter):
         if isinstance(app, ClaimsApp):
             app.close()
 
-    def check_options(self, options: dict[str, JSON]) -> None:
-        requested = options.get("task")
-        if requested is not None and str(requested) not in KINDS:
-            raise ConfigError(f"unknown task kind {str(requested)!r}; kinds are {sorted(KINDS)}")
-
     def start_episode(
         self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
     ) -> Episode:

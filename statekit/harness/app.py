@@ -46,6 +46,7 @@ from statekit.harness.sessions import SessionEnvironment, SessionPool
 from statekit.harness.worker import make_environment
 from statekit.harness.workers import WorkerPool
 from statekit.registry import resolve_adapter
+from statekit.strategies.base import Health
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,9 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     pool = SessionPool(
         make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, clock=clock
     )
+    health: dict[str, Any] = {"ask": None, "seen": Health()}
+    """``ask`` (in-process: the keeper's health) or ``seen`` (workers: their last answer)."""
+    watching: list[asyncio.Task[None]] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -112,18 +116,19 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         keeper: SessionEnvironment | None = None
         if workers is not None:
             await run_in_threadpool(workers.start)
+            watching.append(asyncio.create_task(_poll_health(workers.health, health)))
         else:
             keeper = await run_in_threadpool(make_env)
-        reaper = (
-            asyncio.create_task(_reap_forever(pool, config.idle_timeout)) if config.idle_timeout else None
-        )
+            health["ask"] = keeper.health  # in this process: a fact the strategy keeps, no round trip
+        if config.idle_timeout:
+            watching.append(asyncio.create_task(_reap_forever(pool, config.idle_timeout)))
         try:
             yield
         finally:
-            if reaper is not None:
-                reaper.cancel()
+            for task in watching:
+                task.cancel()
                 with suppress(asyncio.CancelledError):
-                    await reaper
+                    await task
             await run_in_threadpool(pool.close_all)
             if workers is not None:
                 await run_in_threadpool(workers.close)
@@ -218,12 +223,23 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         pool.close(chosen)
         return ClosedResponse(session_id=chosen, closed=True)
 
-    @app.get("/health", operation_id="health", response_model=HealthResponse)
-    async def health() -> HealthResponse:
-        """Liveness, for probes (open even when a token is set). On the event loop, not in the thread
-        pool: a probe must answer while every worker thread is busy resetting worlds."""
-        return HealthResponse(
-            status="healthy",
+    @app.get(
+        "/health",
+        operation_id="health",
+        response_model=HealthResponse,
+        responses={503: {"model": HealthResponse, "description": "the worlds' database is down"}},
+    )
+    async def health_route() -> JSONResponse:
+        """Liveness, for probes (open even when a token is set): 503 with a reason while the worlds'
+        database is down (statekit restarts an embedded one by itself). On the event loop, not in the
+        thread pool: a probe must answer while every worker thread is busy resetting worlds."""
+        ask = health["ask"]
+        seen: Health = ask() if ask is not None else health["seen"]
+        reason = seen.down
+        body = HealthResponse(
+            status="healthy" if reason is None else "unhealthy",
+            reason=reason,
+            database_restarts=seen.restarts,
             adapter=adapter_name,
             sessions=len(pool),
             max_sessions=pool.max_sessions,
@@ -231,6 +247,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
             start_seed=config.start_seed,
             workers=len(workers) if workers is not None else 0,
         )
+        return JSONResponse(body.model_dump(), status_code=200 if reason is None else 503)
 
     @app.get("/schema", operation_id="schema", response_model=SchemaResponse, responses=ERRORS)
     def schema() -> SchemaResponse:
@@ -243,6 +260,19 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     app.add_middleware(Guard, token=config.token, max_body_bytes=config.max_body_bytes)
     return app
+
+
+HEALTH_INTERVAL = 0.25
+"""Seconds between the front's questions to its workers about their database."""
+
+
+async def _poll_health(ask: Callable[[], Health], health: dict[str, Any]) -> None:
+    while True:
+        try:
+            health["seen"] = await asyncio.wait_for(run_in_threadpool(ask), timeout=10)
+        except Exception:
+            log.exception("asking the harness workers for their health failed; asking again")
+        await asyncio.sleep(HEALTH_INTERVAL)
 
 
 async def _reap_forever(pool: SessionPool, idle_timeout: float) -> None:

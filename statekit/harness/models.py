@@ -77,7 +77,13 @@ class ClosedResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: str
+    status: str = Field(
+        description='"healthy", or "unhealthy" (HTTP 503) while the worlds\' database is down'
+    )
+    reason: str | None = Field(default=None, description="why it is unhealthy")
+    database_restarts: int = Field(
+        default=0, description="times the worlds' database came back after it died (its worlds were dropped)"
+    )
     adapter: str
     sessions: int
     max_sessions: int

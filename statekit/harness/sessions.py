@@ -23,10 +23,13 @@ from statekit.errors import (
     EnvironmentLost,
     ResetError,
     ResetNeeded,
+    ServerDown,
     SpecError,
     StatekitError,
+    WorldLost,
 )
 from statekit.harness.errors import ApiError
+from statekit.strategies.base import Health
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,8 @@ class SessionEnvironment(Protocol):
 
     def dump(self) -> StateDump: ...
 
+    def health(self) -> Health: ...
+
     def close(self) -> None: ...
 
 
@@ -72,6 +77,8 @@ class Session:
             return self.env.reset(seed=seed, options=options)
         except SpecError:
             raise  # the server's digest spec is wrong: not the caller's doing
+        except ServerDown as exc:
+            raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
         except ResetError as exc:
             raise ApiError(503, "reset_failed", f"the world could not be restored: {exc}") from exc
         except (ConfigError, ValueError, TypeError) as exc:
@@ -117,7 +124,8 @@ class SessionPool:
         self._sessions: dict[str, Session] = {}
         self._opening = 0
         self._expired: OrderedDict[str, None] = OrderedDict()
-        self._lost: OrderedDict[str, str] = OrderedDict()
+        self._lost: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        """Sessions that ended without being closed: ``(code, why)`` (``worker_lost``, ``world_lost``)."""
 
     def __len__(self) -> int:
         with self._lock:
@@ -134,6 +142,8 @@ class SessionPool:
         except BaseException as exc:
             with self._lock:
                 self._opening -= 1
+            if isinstance(exc, ServerDown):
+                raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
             if isinstance(exc, StatekitError):
                 raise ApiError(
                     503, "environment_unavailable", f"could not make an environment for a new session: {exc}"
@@ -160,6 +170,10 @@ class SessionPool:
                 yield session
             except ResetNeeded as exc:
                 raise ApiError(409, "reset_needed", str(exc)) from exc
+            except WorldLost as exc:  # the environment lives: close it, dropping what it still holds
+                self._lose(session, str(exc), "world_lost")
+                self._retire(session)
+                raise self._gone(session_id) from exc
             except EnvironmentLost as exc:
                 self._lose(session, str(exc))
                 raise self._gone(session_id) from exc
@@ -226,10 +240,10 @@ class SessionPool:
         except Exception:
             log.exception("closing the environment of session %s failed", session.id)
 
-    def _lose(self, session: Session, reason: str) -> None:
+    def _lose(self, session: Session, reason: str, code: str = "worker_lost") -> None:
         with self._lock:
             self._sessions.pop(session.id, None)
-            self._lost.setdefault(session.id, reason)
+            self._lost.setdefault(session.id, (code, reason))
             while len(self._lost) > EXPIRED_MEMORY:
                 self._lost.popitem(last=False)
         session.closed = True
@@ -239,7 +253,8 @@ class SessionPool:
             expired = session_id in self._expired
             lost = self._lost.get(session_id)
         if lost is not None:
-            return ApiError(410, "worker_lost", f"session {session_id} ended: {lost}")
+            code, reason = lost
+            return ApiError(410, code, f"session {session_id} ended: {reason}")
         if expired:
             return ApiError(
                 410,

@@ -10,6 +10,7 @@ over a socket pair whose end is file descriptor FD::
     front                                          worker
     (config, threads, log level)                   ("ready", pid) or ("failed", exception)
     (call_id, None, "open", (), {})                (call_id, True, env_id)
+    (call_id, None, "health", (), {})              (call_id, True, Health of the worlds' server)
     (call_id, env_id, "step", (action,), {})       (call_id, True, (obs, reward, ...))
     (call_id, env_id, method, args, kwargs)        (call_id, False, exception)
     None (shut down)                               (closes every environment, exits)
@@ -43,7 +44,7 @@ from statekit.harness.config import HarnessConfig
 
 log = logging.getLogger(__name__)
 
-ENV_METHODS = frozenset({"reset", "step", "state", "snapshot", "restore", "dump", "close"})
+ENV_METHODS = frozenset({"reset", "step", "state", "snapshot", "restore", "dump", "health", "close"})
 """What the front may call on a hosted environment: ``Environment``'s contract, nothing else."""
 
 
@@ -122,6 +123,8 @@ class Host:
 
     def call(self, env_id: int | None, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if env_id is None:
+            if method == "health":  # the worker's own environment speaks for its worlds' server
+                return self.keeper.health()
             if method != "open":
                 raise StatekitError(f"unknown worker request {method!r}")
             env = make_environment(self.config)

@@ -42,6 +42,7 @@ from statekit.contract import JSON, State
 from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError, EnvironmentLost, StatekitError
 from statekit.harness.config import HarnessConfig
+from statekit.strategies.base import Health
 from statekit.tools import transportable
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ class HostedEnvironment:
 
     def dump(self) -> StateDump:
         result: StateDump = self._call("dump")
+        return result
+
+    def health(self) -> Health:
+        result: Health = self._call("health")
         return result
 
     def close(self) -> None:
@@ -324,6 +329,19 @@ class WorkerPool:
                     raise EnvironmentLost(f"no harness worker came back within {timeout:g} s")
                 self._cond.wait(remaining)
         return worker.open()
+
+    def health(self) -> Health:
+        """Whether the workers can serve: the first live one's answer (they share a database server).
+        A worker that cannot be asked is not judged here: its loss is reported when it dies."""
+        with self._cond:
+            live = [w for w in self._slots if w is not None and w.alive]
+        for worker in live:
+            try:
+                seen: Health = worker.call(None, "health")
+            except EnvironmentLost:
+                continue
+            return seen
+        return Health()
 
     def close(self) -> None:
         """Stop every worker (each closes its environments first). Safe twice."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from statekit.errors import ResetError
 from statekit.home import statekit_home
 from statekit.postgres.cluster import EmbeddedCluster
 from statekit.postgres.server import PostgresServer
@@ -87,7 +88,22 @@ class SharedCluster:
                 hold = _held[key] = _Hold(cluster, users)
             hold.leases += 1
         self._cluster = hold.cluster
-        return hold.cluster.server()
+        server = hold.cluster.server()
+        server.restart = self._revive
+        return server
+
+    def _revive(self) -> None:
+        """Start the server again after it died (``kill -9``, the OOM killer), while this process still
+        uses it: its watch calls this (``statekit.postgres.watch``). Under the start lock, so of
+        several processes seeing it down one starts it and the others find it running."""
+        with _held_lock:
+            hold = _held.get(self.base_dir.resolve())
+        if hold is None:
+            raise ResetError("this process no longer uses the embedded PostgreSQL server: not restarting it")
+        with self._start_lock():
+            if not hold.cluster.is_running():
+                log.warning("the embedded PostgreSQL server in %s is not running: starting it", self.base_dir)
+                hold.cluster.start()
 
     def release(self) -> None:
         """Leave the server: the last user out stops it, or lets it linger. Safe to call twice."""

@@ -31,6 +31,7 @@ from psycopg.types.json import set_json_loads
 
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
+from statekit.postgres import roles
 from statekit.postgres.server import rollback_prepared, tuples
 from statekit.strategies.base import World
 
@@ -64,12 +65,15 @@ class Mark:
 def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
     """Install (or reinstall, emptying it) the journal in one database; None, or why it cannot be.
 
-    Needs a superuser: event triggers and ``session_replication_role`` are superuser-only.
+    Needs a superuser: event triggers and ``session_replication_role`` are superuser-only. The
+    application's rights go to the world group role (``statekit.postgres.roles``) at the same time:
+    a journaled world is only ever handed to the application under a role of its own.
     """
     with psycopg.connect(conninfo, autocommit=True) as conn:
         row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
         if not row or not row[0]:
             return "the journal needs a superuser connection (event triggers, session_replication_role)"
+        roles.ensure_group(conn)
         with conn.transaction():
             # before our own triggers exist: anything of the app's that would fire during a rewind
             unrewindable = [str(r[0]) for r in conn.execute(q.UNREWINDABLE).fetchall()]
@@ -99,7 +103,9 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
                 "INSERT INTO _statekit.meta (version, bound, dirty) VALUES (%s, %s, %s)",
                 (q.VERSION, bound, dirty),
             )
+            roles.grant_to_group(conn)  # before the event triggers, which would take a GRANT for DDL
             conn.execute(q.EVENT_TRIGGERS)
+            conn.execute(q.GOLDEN)
     return None
 
 
@@ -171,15 +177,20 @@ class Journal:
     opens lazily and ``close()`` releases it; ``move`` never terminates it.
     """
 
-    def __init__(self, conninfo: str, *, bound: int = DEFAULT_BOUND) -> None:
+    def __init__(self, conninfo: str, *, bound: int = DEFAULT_BOUND, role: str | None = None) -> None:
         self.conninfo = conninfo
+        """statekit's own (superuser) connection string to the world."""
         self.bound = bound
+        self.role = role
+        """The application's login role on this world (``statekit.postgres.roles``), if it has one."""
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
         self.generation = 0
         self._base: Ranges = ()
         self._open_from = 1
         self._available: str | bool | None = True  # True: not known yet; None: available; str: why not
+        self._outside = ""
+        """``_statekit.outside(role)`` when the copy was first opened, before any episode touched it."""
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> psycopg.Connection[Any]:
@@ -209,6 +220,8 @@ class Journal:
                 self._available = None if row and row[0] else "no journal is installed in this world"
                 if self._available is None:
                     conn.execute("UPDATE _statekit.meta SET bound = %s WHERE bound <> %s", [self.bound] * 2)
+                    found = conn.execute("SELECT _statekit.outside(%s)", (self.role,)).fetchone()
+                    self._outside = str(found[0]) if found else ""
             return self._available if isinstance(self._available, str) else None
 
     # -- where the world is ---------------------------------------------------------------------
@@ -286,16 +299,18 @@ class Journal:
                 raise RewindError(f"the journal failed: {message}") from exc
         raise AssertionError("unreachable")
 
-    def move(self, to: Mark | None, *, reset: bool = False) -> int:
+    def move(self, to: Mark | None, *, reset: bool = False, verify: bool = False) -> int:
         """Put the world at ``to`` (None: the golden). ``reset`` (only with ``to=None``) also empties the
-        journal: allowed when no bookmark on this world is still wanted. Returns rows moved.
+        journal: allowed when no bookmark on this world is still wanted. ``verify`` (only with
+        ``to=None``) then compares every row, sequence and catalog entry with the golden's
+        fingerprints (O(rows): for a sample of rewinds). Returns rows moved.
 
-        Raises RewindError when the journal cannot express what happened (the world must then be
-        discarded); the world is unchanged by a failed move (one transaction) except that the
-        application's connections are gone.
+        Raises RewindError when the journal cannot express what happened, or the world is not what the
+        journal says (the world must then be discarded); the world is unchanged by a failed move (one
+        transaction) except that the application's connections are gone.
         """
-        if reset and to is not None:
-            raise ValueError("reset empties the journal: only a move to the golden may do it")
+        if (reset or verify) and to is not None:
+            raise ValueError("reset and verify are for a move to the golden only")
         with self._lock:
             missing = self.unavailable()
             if missing:
@@ -307,10 +322,10 @@ class Journal:
             fwd, back = _minus(target, current), _minus(current, target)
             seqs = json.dumps(to.sequences if to is not None else {})
             row = self._call(
-                "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s), "
+                "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s, %s, %s, %s), "
                 "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
                 "FROM _statekit.journal_seq_seq)",
-                (multirange(fwd), multirange(back), seqs, reset),
+                (multirange(fwd), multirange(back), seqs, reset, self.role, self._outside, verify),
             )
             if reset:
                 self.generation += 1

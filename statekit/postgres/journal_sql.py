@@ -24,7 +24,7 @@ foreign-key checks do not fire while rows are put back.
 from __future__ import annotations
 
 SCHEMA = "_statekit"
-VERSION = 1
+VERSION = 2
 
 # Output settings every image is written and read under: ISO dates, UTC, exact floats, hex bytea,
 # C money. Functions that run as the application (SECURITY DEFINER) also pin their search path;
@@ -69,6 +69,10 @@ CREATE TABLE _statekit.sequences (
     last_value bigint NOT NULL,
     is_called boolean NOT NULL
 );
+CREATE TABLE _statekit.golden (
+    item text PRIMARY KEY,
+    value text
+);
 CREATE TABLE _statekit.meta (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     version integer NOT NULL,
@@ -86,9 +90,6 @@ LANGUAGE plpgsql SECURITY DEFINER {DEFINER_IO} AS $$
 DECLARE
     bound bigint := (SELECT m.bound FROM _statekit.meta m);
 BEGIN
-    IF current_setting('statekit.moving', true) = 'on' THEN  -- statekit's own undo: not a change
-        RETURN NULL;
-    END IF;
     IF (SELECT last_value FROM _statekit.journal_seq_seq) >= bound THEN
         PERFORM _statekit.taint(format('journal overflow: more than %s row changes', bound));
         RETURN NULL;
@@ -111,9 +112,6 @@ DECLARE
     used bigint := (SELECT last_value FROM _statekit.journal_seq_seq);
     bound bigint := (SELECT m.bound FROM _statekit.meta m);
 BEGIN
-    IF current_setting('statekit.moving', true) = 'on' THEN
-        RETURN NULL;
-    END IF;
     EXECUTE format('SELECT count(*) FROM %s', TG_RELID::regclass) INTO rows;
     IF used + rows > bound THEN
         PERFORM _statekit.taint(format('TRUNCATE of %s (%s rows) exceeds the journal bound of %s',
@@ -151,6 +149,103 @@ BEGIN
     END LOOP;
 END $$;
 
+-- What shapes the world's sessions from outside its own catalogs, so no event trigger sees it change:
+-- settings on the database or on its application role (a role may set its own defaults), and that
+-- role's password. Read when a copy is first opened; a move refuses a world where it changed.
+CREATE FUNCTION _statekit.outside(app_role name) RETURNS text
+LANGUAGE sql STABLE {STABLE_IO} AS $$
+    SELECT concat_ws('; ',
+        (SELECT string_agg(format('%s settings %s', CASE WHEN s.setrole = 0 THEN 'database' ELSE 'role' END,
+                                  array_to_string(s.setconfig, ', ')), '; ' ORDER BY s.setrole, s.setdatabase)
+           FROM pg_db_role_setting s
+          WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+             OR s.setrole = (SELECT oid FROM pg_roles WHERE rolname = app_role)),
+        (SELECT 'role password ' || md5(coalesce(a.rolpassword, '') || coalesce(a.rolvaliduntil::text, ''))
+           FROM pg_authid a WHERE a.rolname = app_role))
+$$;
+REVOKE ALL ON FUNCTION _statekit.outside(name) FROM PUBLIC;
+
+-- The world as a few fingerprints: each journaled table's row count and the sum of its rows' hashes
+-- (a multiset: no order), each sequence's position and parameters, and the catalog entries the
+-- journal relies on (relations, columns, triggers, rules, policies, functions, schemas, event
+-- triggers). The golden's are stored at install; a sampled rewind compares (``unlike_golden``).
+CREATE FUNCTION _statekit.state_of() RETURNS TABLE (item text, value text)
+LANGUAGE plpgsql {STABLE_IO} AS $$
+DECLARE
+    t record;
+    v text;
+BEGIN
+    FOR t IN SELECT tb.rel, format('%I.%I', n.nspname, c.relname) AS name FROM _statekit.tables tb
+             JOIN pg_class c ON c.oid = tb.rel JOIN pg_namespace n ON n.oid = c.relnamespace ORDER BY tb.rel
+    LOOP
+        EXECUTE format('SELECT count(*) || '' rows, hash '' '
+                       '|| coalesce(sum(hashtextextended(x::text, 0)), 0) FROM ONLY %s x', t.name) INTO v;
+        item := 'table ' || t.name; value := v; RETURN NEXT;
+    END LOOP;
+    RETURN QUERY
+    SELECT 'sequence ' || format('%I.%I', q.schemaname, q.sequencename),
+           concat_ws(' ', q.last_value, q.increment_by, q.min_value, q.max_value, q.start_value, q.cycle,
+                     q.cache_size)
+    FROM pg_sequences q WHERE q.schemaname NOT IN ('information_schema', '_statekit')
+      AND q.schemaname NOT LIKE 'pg\\_%';
+    RETURN QUERY
+    WITH app AS (SELECT n.oid FROM pg_namespace n WHERE n.nspname NOT IN ('information_schema')
+                 AND n.nspname NOT LIKE 'pg\\_%'),
+    rels AS (SELECT c.oid FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM app)
+             AND c.relpersistence <> 't'),
+    parts(item, line) AS (
+        SELECT 'relations', concat_ws(' ', c.oid, c.relname, c.relnamespace, c.relkind, c.relowner, c.relacl,
+                                      c.relrowsecurity, c.relforcerowsecurity, c.reloptions, c.relreplident)
+        FROM pg_class c WHERE c.oid IN (SELECT oid FROM rels)
+        UNION ALL
+        SELECT 'columns', concat_ws(' ', a.attrelid, a.attnum, a.attname, a.atttypid, a.atttypmod,
+                                    a.attnotnull, a.atthasdef, a.attidentity, a.attgenerated, a.attisdropped,
+                                    a.attacl)
+        FROM pg_attribute a WHERE a.attrelid IN (SELECT oid FROM rels) AND a.attnum > 0
+        UNION ALL
+        SELECT 'defaults', concat_ws(' ', d.adrelid, d.adnum, pg_get_expr(d.adbin, d.adrelid))
+        FROM pg_attrdef d WHERE d.adrelid IN (SELECT oid FROM rels)
+        UNION ALL
+        SELECT 'constraints', concat_ws(' ', k.conrelid, k.conname, k.contype, pg_get_constraintdef(k.oid))
+        FROM pg_constraint k WHERE k.connamespace IN (SELECT oid FROM app)
+        UNION ALL
+        SELECT 'triggers', concat_ws(' ', g.tgrelid, g.tgname, g.tgenabled, g.tgfoid, g.tgtype)
+        FROM pg_trigger g WHERE g.tgrelid IN (SELECT oid FROM rels)
+        UNION ALL
+        SELECT 'rules', concat_ws(' ', r.ev_class, r.rulename, r.ev_enabled, md5(r.ev_action::text))
+        FROM pg_rewrite r WHERE r.ev_class IN (SELECT oid FROM rels)
+        UNION ALL
+        SELECT 'policies', concat_ws(' ', p.polrelid, p.polname, p.polcmd, p.polpermissive)
+        FROM pg_policy p WHERE p.polrelid IN (SELECT oid FROM rels)
+        UNION ALL
+        SELECT 'functions', concat_ws(' ', f.oid, f.proname, f.pronamespace, f.proowner, f.prosecdef,
+                                      f.proconfig, f.proacl, md5(f.prosrc))
+        FROM pg_proc f WHERE f.pronamespace IN (SELECT oid FROM app)
+        UNION ALL
+        SELECT 'schemas', concat_ws(' ', n.oid, n.nspname, n.nspowner, n.nspacl)
+        FROM pg_namespace n WHERE n.oid IN (SELECT oid FROM app)
+        UNION ALL
+        SELECT 'event triggers', concat_ws(' ', e.evtname, e.evtevent, e.evtenabled, e.evtfoid)
+        FROM pg_event_trigger e
+        UNION ALL
+        SELECT 'extensions', concat_ws(' ', x.extname, x.extversion) FROM pg_extension x
+    )
+    SELECT 'catalog: ' || p.item, md5(string_agg(p.line, E'\\n' ORDER BY p.line))
+    FROM parts p GROUP BY p.item;
+END $$;
+REVOKE ALL ON FUNCTION _statekit.state_of() FROM PUBLIC;
+
+-- The first fingerprint in which the world differs from its golden, or NULL.
+CREATE FUNCTION _statekit.unlike_golden() RETURNS text
+LANGUAGE sql {STABLE_IO} AS $$
+    SELECT format('%s: %s in the golden, %s now', coalesce(g.item, n.item), coalesce(g.value, 'nothing'),
+                  coalesce(n.value, 'nothing'))
+    FROM _statekit.golden g FULL JOIN _statekit.state_of() n ON n.item = g.item
+    WHERE g.value IS DISTINCT FROM n.value
+    ORDER BY coalesce(g.item, n.item) LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION _statekit.unlike_golden() FROM PUBLIC;
+
 -- End every other connection to this world (waiting for each to exit) and refuse while prepared
 -- transactions are open: nothing of the application's sessions may outlive a move or a mark.
 CREATE FUNCTION _statekit.quiet() RETURNS void
@@ -179,13 +274,16 @@ REVOKE ALL ON FUNCTION _statekit.quiet() FROM PUBLIC;
 -- in reverse, table by table (net effect per distinct row image), then set every sequence to
 -- ``seqs`` ({{"oid": [last_value, is_called]}}; absent means the golden's); ``reset`` empties the
 -- journal afterwards (back at the golden with no bookmark left). One transaction.
-CREATE FUNCTION _statekit.move(fwd int8multirange, back int8multirange, seqs jsonb, reset boolean)
+CREATE FUNCTION _statekit.move(fwd int8multirange, back int8multirange, seqs jsonb, reset boolean,
+                               app_role name, outside text, verify boolean)
 RETURNS integer LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
     t record;
     s record;
     moved integer := 0;
     n integer;
+    now_outside text;
+    differs text;
 BEGIN
     PERFORM _statekit.quiet();
     IF (SELECT dirty FROM _statekit.meta) IS NOT NULL THEN
@@ -194,10 +292,17 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_largeobject_metadata) THEN
         RAISE EXCEPTION 'statekit-dirty: large objects exist in this world';
     END IF;
+    now_outside := _statekit.outside(app_role);
+    IF now_outside IS DISTINCT FROM outside THEN
+        RAISE EXCEPTION 'statekit-dirty: the episode changed what the journal cannot see: now %; before %',
+            coalesce(nullif(array_to_string(ARRAY(SELECT unnest(string_to_array(now_outside, '; '))
+                EXCEPT SELECT unnest(string_to_array(outside, '; '))), '; '), ''), 'nothing'),
+            coalesce(nullif(array_to_string(ARRAY(SELECT unnest(string_to_array(outside, '; '))
+                EXCEPT SELECT unnest(string_to_array(now_outside, '; '))), '; '), ''), 'nothing');
+    END IF;
     IF current_setting('session_replication_role') <> 'replica' THEN  -- statekit's connection keeps it on
         PERFORM set_config('session_replication_role', 'replica', true);
     END IF;
-    PERFORM set_config('statekit.moving', 'on', true);  -- capture (enabled ALWAYS) stands aside
     FOR t IN
         SELECT tb.undo FROM _statekit.tables tb
         WHERE tb.rel IN (SELECT DISTINCT j.rel FROM _statekit.journal j WHERE j.seq <@ fwd OR j.seq <@ back)
@@ -219,13 +324,20 @@ BEGIN
             PERFORM setval(s.rel, (s.want ->> 0)::bigint, false);
         END IF;
     END LOOP;
+    IF verify THEN  -- back at the golden: every row, sequence and catalog entry must say so
+        SELECT _statekit.unlike_golden() INTO differs;
+        IF differs IS NOT NULL THEN
+            RAISE EXCEPTION 'statekit-dirty: after the rewind the world is not its golden: %', differs;
+        END IF;
+    END IF;
     IF reset THEN  -- DELETE, not TRUNCATE: new files for a table, its index and sequence cost milliseconds
         DELETE FROM _statekit.journal;
         PERFORM setval('_statekit.journal_seq_seq', 1, false);
     END IF;
     RETURN moved;
 END $$;
-REVOKE ALL ON FUNCTION _statekit.move(int8multirange, int8multirange, jsonb, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION _statekit.move(int8multirange, int8multirange, jsonb, boolean, name, text, boolean)
+FROM PUBLIC;
 
 -- A bookmark, once the world is quiet: every sequence's position {{"oid": [last_value, is_called]}}.
 CREATE FUNCTION _statekit.sequence_positions() RETURNS jsonb
@@ -354,12 +466,13 @@ REVOKE ALL ON FUNCTION _statekit.{ident(name)}(int8multirange, int8multirange) F
 
 def row_trigger(table: str) -> str:
     """Capture every row written to ``table`` (on a partitioned table, PostgreSQL clones it into each
-    partition, so images are recorded against the partition that holds the row). Enabled ALWAYS: an
-    application that sets ``session_replication_role = replica`` still has its writes journaled."""
+    partition, so images are recorded against the partition that holds the row). Enabled as
+    triggers are by default (``ORIGIN``): statekit's own moves run in the replica role, so capture
+    stands aside for them and only for them, since no one else may take that role (superuser only;
+    the application connects as a role of its own, ``statekit.postgres.roles``)."""
     return (
         f"CREATE TRIGGER statekit_capture AFTER INSERT OR UPDATE OR DELETE ON {table} "
-        "FOR EACH ROW EXECUTE FUNCTION _statekit.capture(); "
-        f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER statekit_capture;"
+        "FOR EACH ROW EXECUTE FUNCTION _statekit.capture();"
     )
 
 
@@ -367,12 +480,18 @@ def truncate_trigger(table: str) -> str:
     """Journal the rows of a truncated table (or taint the journal when they would not fit)."""
     return (
         f"CREATE TRIGGER statekit_truncate BEFORE TRUNCATE ON {table} "
-        "FOR EACH STATEMENT EXECUTE FUNCTION _statekit.capture_truncate(); "
-        f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER statekit_truncate;"
+        "FOR EACH STATEMENT EXECUTE FUNCTION _statekit.capture_truncate();"
     )
 
 
 EVENT_TRIGGERS = """
 CREATE EVENT TRIGGER statekit_ddl ON ddl_command_end EXECUTE FUNCTION _statekit.on_ddl();
 CREATE EVENT TRIGGER statekit_drop ON sql_drop EXECUTE FUNCTION _statekit.on_drop();
+ALTER EVENT TRIGGER statekit_ddl ENABLE ALWAYS;
+ALTER EVENT TRIGGER statekit_drop ENABLE ALWAYS;
 """
+"""Enabled ALWAYS: event triggers enabled as by default stand aside in the replica role, so DDL by
+a session that takes it (a superuser's) would otherwise go unseen."""
+
+GOLDEN = "INSERT INTO _statekit.golden SELECT * FROM _statekit.state_of()"
+"""Fingerprint the golden being published (after everything else is installed)."""

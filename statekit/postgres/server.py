@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -17,7 +18,10 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 from sqlalchemy.engine import make_url
 
-from statekit.errors import ConfigError, ResetError
+from statekit.determinism.ids import true_token
+from statekit.errors import ConfigError, ResetError, ServerDown
+from statekit.postgres import roles
+from statekit.postgres.watch import ServerWatch
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +63,29 @@ def rollback_prepared(conn: psycopg.Connection[Any]) -> None:
 class PostgresServer:
     """A server reached through an admin URL; knows how to name and manage its databases."""
 
-    def __init__(self, admin_url: str) -> None:
+    def __init__(self, admin_url: str, *, restart: Callable[[], None] | None = None) -> None:
         self.admin_url = admin_url
         self._parsed = make_url(admin_url)
         self._admin_conninfo = to_conninfo(admin_url)
         self._idle: psycopg.Connection[tuple[object, ...]] | None = None
         self._lock = threading.Lock()
+        self.restart = restart
+        """Starts the server again after it died, when statekit runs it (the embedded cluster)."""
+        self.started: datetime | None = None
+        """When the server's postmaster started, as the latest clone saw it."""
+        self._reached = False
 
-    def url(self, dbname: str) -> str:
-        """A SQLAlchemy URL for ``dbname`` on this server."""
-        return self._parsed.set(drivername="postgresql+psycopg", database=dbname).render_as_string(
-            hide_password=False
-        )
+    @property
+    def admin_conninfo(self) -> str:
+        """A psycopg conninfo for the admin database."""
+        return self._admin_conninfo
+
+    def url(self, dbname: str, *, role: str | None = None, password: str | None = None) -> str:
+        """A SQLAlchemy URL for ``dbname`` on this server, as the admin role or as ``role``."""
+        parsed = self._parsed.set(drivername="postgresql+psycopg", database=dbname)
+        if role is not None:
+            parsed = parsed.set(username=role, password=password)
+        return parsed.render_as_string(hide_password=False)
 
     def conninfo(self, dbname: str) -> str:
         """A psycopg conninfo for ``dbname`` on this server."""
@@ -89,9 +104,17 @@ class PostgresServer:
             try:
                 conn = psycopg.connect(self._admin_conninfo, autocommit=True)
             except psycopg.OperationalError as exc:
+                if self._reached or ServerWatch.known(self._admin_conninfo):  # answered before: down
+                    raise ServerDown(f"PostgreSQL at {self.redacted()} cannot be reached: {exc}") from exc
                 raise ConfigError(f"cannot connect to PostgreSQL at {self.redacted()}: {exc}") from exc
+            self._reached = True
         try:
             yield conn
+        except psycopg.OperationalError as exc:
+            conn.close()
+            if conn.broken and self._reached:  # the server went away under the statement
+                raise ServerDown(f"PostgreSQL at {self.redacted()} went away: {exc}") from exc
+            raise
         except BaseException:
             conn.close()
             raise
@@ -107,6 +130,28 @@ class PostgresServer:
             conn, self._idle = self._idle, None
         if conn is not None:
             conn.close()
+
+    def is_superuser(self) -> bool:
+        """Whether the admin role is a superuser (what the change journal and world roles need)."""
+        with self.admin() as conn:
+            row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+        return bool(row and row[0])
+
+    def create_world_role(self, database: str) -> str:
+        """Give copy ``database`` a login role of its own (``statekit.postgres.roles``); its URL."""
+        password = true_token(16)
+        with self.admin() as conn:
+            roles.create_world_role(conn, database, password)
+        return self.url(database, role=database, password=password)
+
+    def drop_role(self, name: str) -> None:
+        with self.admin() as conn:
+            roles.drop_role(conn, name)
+
+    def roles(self, prefix: str = "") -> list[str]:
+        """Names of roles starting with ``prefix``, sorted."""
+        with self.admin() as conn:
+            return roles.roles(conn, prefix)
 
     def redacted(self) -> str:
         return self._parsed.render_as_string(hide_password=True)
@@ -177,11 +222,13 @@ class PostgresServer:
             row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         return row is not None
 
-    @staticmethod
-    def _terminate(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
-        """A database cannot be a template while anyone is connected to it."""
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> pg_backend_pid()",
+    def _terminate(self, conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+        """A database cannot be a template while anyone is connected to it. Notes when the server's
+        postmaster started, in the same round trip (a clone is made under that start)."""
+        row = conn.execute(
+            "SELECT pg_postmaster_start_time(), (SELECT count(pg_terminate_backend(pid)) "
+            "FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid())",
             (name,),
-        )
+        ).fetchone()
+        if row is not None and isinstance(row[0], datetime):
+            self.started = row[0]

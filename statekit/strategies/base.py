@@ -38,6 +38,19 @@ Builder = Callable[[World], None]
 """Fills an empty world, e.g. runs the application's seed script for one seed."""
 
 
+@dataclass(frozen=True)
+class Health:
+    """What holds a strategy's worlds, as last seen."""
+
+    down: str | None = None
+    """Why no world can be served now (its database server is down, or being restarted); None: fine."""
+    restarts: int = 0
+    """Times the server came back after it died while this process watched it (its worlds dropped)."""
+
+    def __add__(self, other: Health) -> Health:
+        return Health(self.down or other.down, self.restarts + other.restarts)
+
+
 class ResetStrategy(ABC):
     """Three verbs, plus ``has`` so a cache can tell a hit from a miss."""
 
@@ -80,6 +93,17 @@ class ResetStrategy(ABC):
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release background work and connections. Safe to call twice."""
+
+    # -- optional: liveness of what holds the worlds ------------------------------------------
+    def health(self, *, fresh: bool = False) -> Health:
+        """Whether this strategy can serve worlds now (its database server may be down). Cheap: facts
+        kept up to date in the background; ``fresh`` asks now instead (a round trip)."""
+        return Health()
+
+    def lost(self, world: World, *, fresh: bool = False) -> str | None:
+        """Why ``world`` died with what held it (its server died or restarted since it was made), or
+        None while it lives. ``fresh`` asks the server now (a round trip) instead of the last look."""
+        return None
 
     # -- optional: rewinding a copy in place --------------------------------------------------
     def mark(self, world: World) -> Any:

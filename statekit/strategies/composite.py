@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 
 from statekit.digest.canonical import canonical_json
-from statekit.errors import ConfigError, ResetError, RewindError
-from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.errors import ConfigError, ResetError, RewindError, ServerDown
+from statekit.strategies.base import Builder, Health, ResetStrategy, World
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Composite(ResetStrategy):
         except BaseException as exc:
             for name, world in worlds.items():
                 self._quietly(f"rolling back {name}'s copy {world.id}", self.parts[name].discard, world)
-            if isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, KeyboardInterrupt | ServerDown):  # a server down says so, whatever the part
                 raise
             failed = next(name for name in self.parts if name not in worlds)
             raise ResetError(
@@ -165,6 +165,21 @@ class Composite(ResetStrategy):
             for name, part_mark in mark.items():
                 if name in self.parts:
                     self._quietly(f"forgetting {name}'s bookmark", self.parts[name].forget, part_mark)
+
+    def health(self, *, fresh: bool = False) -> Health:
+        total = Health()
+        for name, part in self.parts.items():
+            seen = part.health(fresh=fresh)
+            total += Health(seen.down and f"{name}: {seen.down}", seen.restarts)
+        return total
+
+    def lost(self, world: World, *, fresh: bool = False) -> str | None:
+        worlds = self._part_worlds(world)
+        for name, part in self.parts.items():
+            why = part.lost(worlds[name], fresh=fresh)
+            if why:
+                return f"{name}: {why}"
+        return None
 
     def close(self) -> None:
         if self._closed:

@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import OrderedDict, deque
 
-from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.base import Builder, Health, ResetStrategy, World
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ class Prewarmed(ResetStrategy):
             ready = self._want(key)
             world = ready.popleft() if ready else None
             self._cond.notify_all()
+        if world is not None and self.inner.lost(world):  # made before its server restarted
+            self.inner.discard(world)
+            world = None
         if world is not None:
             self.hits += 1
             self.last_restore = "pooled"
@@ -57,6 +60,12 @@ class Prewarmed(ResetStrategy):
 
     def footprint(self, key: str) -> int | None:
         return self.inner.footprint(key)
+
+    def health(self, *, fresh: bool = False) -> Health:
+        return self.inner.health(fresh=fresh)
+
+    def lost(self, world: World, *, fresh: bool = False) -> str | None:
+        return self.inner.lost(world, fresh=fresh)
 
     def prefetch(self, keys: list[str]) -> None:
         with self._cond:

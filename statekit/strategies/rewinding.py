@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.errors import RewindError
-from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.base import Builder, Health, ResetStrategy, World
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,18 @@ class Rewinding(ResetStrategy):
         self.inner.prefetch(keys)
 
     def restore(self, key: str) -> World:
-        with self._lock:
-            for world_id in reversed(self._parked):
-                if self._keys.get(world_id) == key:
-                    world = self._parked.pop(world_id)
+        while True:  # the most recently parked copy of the key; one its server lost is destroyed
+            with self._lock:
+                chosen = next((wid for wid in reversed(self._parked) if self._keys.get(wid) == key), None)
+                parked = None if chosen is None else self._parked.pop(chosen)
+            if parked is None:
+                break
+            if not self.inner.lost(parked):
+                with self._lock:
                     self.stats.rewound += 1
-                    self.last_restore = "rewound"
-                    return world
+                self.last_restore = "rewound"
+                return parked
+            self._destroy(parked)
         world = self.inner.restore(key)
         with self._lock:
             self._keys[world.id] = key
@@ -96,6 +101,12 @@ class Rewinding(ResetStrategy):
     def footprint(self, key: str) -> int | None:
         return self.inner.footprint(key)
 
+    def health(self, *, fresh: bool = False) -> Health:
+        return self.inner.health(fresh=fresh)
+
+    def lost(self, world: World, *, fresh: bool = False) -> str | None:
+        return self.inner.lost(world, fresh=fresh)
+
     def take(self, world_id: str) -> World | None:
         """Un-park one particular copy (to restore a bookmark of it), or None if it is gone."""
         with self._lock:
@@ -108,6 +119,11 @@ class Rewinding(ResetStrategy):
             key = self._keys.get(world.id)
         if key is None:  # not ours (or already discarded): the inner strategy decides
             self.inner.discard(world)
+            return
+        gone = self.inner.lost(world)
+        if gone:  # nothing to rewind: it died with its server
+            log.warning("world %s is lost, discarding it: %s", world.id, gone)
+            self._destroy(world)
             return
         try:
             self.inner.rewind(world)

@@ -142,6 +142,12 @@ class CheckReport:
     """A rewound world answers like a fresh clone; None: not checked (the strategy does not rewind)."""
     random_walk: bool | None = None
     """A seeded random walk over the tools replays identically and reset undoes it; None: not checked."""
+    journal_integrity: bool | None = None
+    """Every attack on the change journal (``statekit.testing.journal_attacks``), played through the
+    application's own connection, left the next episode at exactly its golden (rewound exactly, or
+    cloned); None: not checked (no journaled PostgreSQL world)."""
+    journal_attacks: list[dict[str, Any]] = field(default_factory=list)
+    """Each attack case: what it tried, what the server refused, how the next world was served."""
     kinds: dict[str, KindReport] = field(default_factory=dict)
     """Per task kind: its reference script replayed (determinism, reset) and the ignored tables it
     writes. A kind's failures also fail ``deterministic`` / ``reset_restores_initial``."""
@@ -164,6 +170,7 @@ class CheckReport:
         checks = [self.deterministic, self.seeds_differ, self.reset_restores_initial]
         judged = [self.tasks_valid, self.tasks_robust is not False, self.incremental_digest is not False]
         judged += [self.rewind_order is not False, self.coverage is not False, self.random_walk is not False]
+        judged += [self.journal_integrity is not False]
         return all([*checks, *judged]) and all(ok is not False for ok in self.controls.values())
 
     def as_dict(self) -> dict[str, Any]:
@@ -624,6 +631,17 @@ def check_env(
         report.rewind_order = True
     elif not order.startswith("not checked"):
         record("rewind_order", order)
+    from statekit.testing.journal_attacks import check_journal_attacks  # psycopg: only when checking
+
+    try:
+        attacks = check_journal_attacks(env, seeds[0])
+    except LookupError as exc:
+        report.notes.append(f"journal_integrity: {NOT_CHECKED}{exc}")
+    else:
+        report.journal_attacks = [attack.as_dict() for attack in attacks]
+        report.journal_integrity = True
+        for attack in attacks:
+            record("journal_integrity", f"{attack.name}: {attack.problem}" if attack.problem else None)
     if probes is not None:
         found = check_exploits(env, seeds=list(probe_seeds or seeds), settings=probes)
         report.tasks_robust = True

@@ -128,6 +128,10 @@ class LedgerAdapter(Adapter):
             }
         ]
 
+    def reset_options(self) -> dict[str, dict[str, JSON]]:
+        steps = {"type": ["integer", "string"], "description": "the step cap (digits)"}
+        return {**super().reset_options(), "max_steps": steps}
+
     def check_options(self, options: dict[str, JSON]) -> None:
         steps = options.get("max_steps", 8)
         if isinstance(steps, bool) or not isinstance(steps, int | str) or not str(steps).isdigit():

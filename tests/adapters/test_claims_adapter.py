@@ -178,6 +178,8 @@ def test_failed_resets_leave_no_database_behind(
     state = env.state()
     with pytest.raises(ConfigError, match="unknown task kind 'nope'"):
         env.reset(seed=7, options={"task": "nope"})
+    with pytest.raises(ConfigError, match=r"takes no reset option\(s\) \['tsak'\]; it takes \['task'\]"):
+        env.reset(seed=7, options={"tsak": "approve"})  # once accepted and ignored by claims alone
     assert pg_cluster.databases("skclaims_e_") == before, "the refused copy is gone, the live episode stays"
     assert env.state() == state and env.world.handle["db"].id == live
     assert env.step({"tool": "list_claims", "limit": 1})[0]["status"] == 200

@@ -256,3 +256,26 @@ def test_a_refused_reset_to_the_live_worlds_seed_keeps_the_episode_under_rewind(
         assert env.state() == before and env.world.id == world
         _, info = env.reset(seed=5)
         assert (env.world.id, info["world"]) == (world, "rewound"), "a good reset still rewinds in place"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"bogus": 1},
+            r"adapter 'ledger' takes no reset option\(s\) \['bogus'\]; it takes \['max_steps', 'task'\]",
+        ),
+        ({"task": "mortgage"}, r"unknown task kind 'mortgage'; kinds are \['transfer'\]"),
+        ({"task": 7}, r"reset option 'task': 7 is not of type 'string'"),
+    ],
+)
+def test_reset_options_are_checked_against_what_the_adapter_declares(
+    env: statekit.Environment, options: dict[str, object], message: str
+) -> None:
+    """The same rule for every adapter (``Adapter.reset_options``): an option it does not declare, or
+    a value its schema refuses, is a ConfigError before any world is touched; the episode stays."""
+    env.reset(seed=3)
+    before = env.state()
+    with pytest.raises(ConfigError, match=message):
+        env.reset(seed=4, options=options)  # type: ignore[arg-type]
+    assert env.state() == before

@@ -119,9 +119,15 @@ def golden_state(world: World) -> dict[str, Any]:
 
 
 def _conninfo(world: World) -> str:
+    """statekit's own (superuser) connection to a world: what DDL and the journal's reads need."""
     journal = world.handle
     assert isinstance(journal, Journal)
     return journal.conninfo
+
+
+def _app(world: World) -> str:
+    """The application's connection to a world: its own login role, rights on rows only."""
+    return to_conninfo(world.location)
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -206,13 +212,13 @@ def test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact(
     assert isinstance(journal, Journal)
     digest = golden = postgres_digest(journal, SPEC)
     mark, at_mark = None, None
-    app = psycopg.connect(_conninfo(world), autocommit=True)
+    app = psycopg.connect(_app(world), autocommit=True)
     try:
         for step in range(steps):
             if step == mark_at:
                 mark, at_mark = strategy.mark(world), logical_state(_conninfo(world))
                 app.close()  # marking ended the application's connections
-                app = psycopg.connect(_conninfo(world), autocommit=True)
+                app = psycopg.connect(_app(world), autocommit=True)
             _op(app, rng)
             digest = postgres_digest(journal, SPEC, since=digest)
             assert digest == postgres_digest(_conninfo(world), SPEC), (
@@ -305,14 +311,14 @@ def test_no_connection_level_leftover_survives_a_rewind(
     world = strategy.restore("golden")
     url = _conninfo(world)
     try:
-        app = psycopg.connect(url, autocommit=True)
+        app = psycopg.connect(_app(world), autocommit=True)
         app.execute("CREATE TEMP TABLE scratch (x int)")
         app.execute("SELECT pg_advisory_lock(42)")
         app.execute("SET statement_timeout = '1s'")
         app.execute("PREPARE lookup AS SELECT name FROM people WHERE id = $1")
         app.execute("BEGIN")
         app.execute("UPDATE people SET name = 'uncommitted' WHERE id = 2")
-        two_phase = psycopg.connect(url)
+        two_phase = psycopg.connect(_app(world))
         two_phase.execute("INSERT INTO tally VALUES ('2pc', 1)")
         two_phase.execute("PREPARE TRANSACTION 'left-behind'")
         two_phase.close()
@@ -404,22 +410,67 @@ def test_what_would_fire_during_a_rewind_refuses_the_journal_at_install(
             made.discard(world)
 
 
-def test_an_app_in_the_replica_role_is_still_journaled(
+def test_the_application_cannot_take_the_replica_role_in_which_capture_stands_aside(
     strategy: PostgresTemplate, golden_state: dict[str, Any]
 ) -> None:
-    """Capture is enabled ALWAYS: an app that silences its own triggers cannot hide a write."""
+    """Capture is enabled as triggers are by default, so statekit's moves (in the replica role) are
+    not journaled; the application's role may not take that role, so its writes always are."""
     world = strategy.restore("golden")
     try:
-        _sql(
-            _conninfo(world),
-            "SET session_replication_role = replica",
-            "UPDATE people SET name = 'hidden' WHERE id = 5",
-            "DELETE FROM pets WHERE id = 7",
-        )
+        with psycopg.connect(_app(world), autocommit=True) as app:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="session_replication_role"):
+                app.execute("SET session_replication_role = replica")
+            app.execute("UPDATE people SET name = 'hidden' WHERE id = 5")
         strategy.rewind(world)
         assert first_difference(logical_state(_conninfo(world)), golden_state) is None
     finally:
         strategy.discard(world)
+
+
+def test_a_superuser_write_in_the_replica_role_escapes_capture_but_not_the_verification(
+    pg_cluster: PostgresServer, strategy: PostgresTemplate
+) -> None:
+    """Only a superuser can write unjournaled (the replica role); a verified rewind compares every
+    row with the golden's fingerprints and refuses the world, naming the table."""
+    with PostgresTemplate(pg_cluster, prefix="skjrn", journal_bound=5_000, verify_every=1) as made:
+        world = made.restore("golden")
+        try:
+            _sql(
+                _conninfo(world),
+                "SET session_replication_role = replica",
+                "UPDATE people SET name = 'hidden' WHERE id = 5",
+            )
+            with pytest.raises(RewindError) as refused:
+                made.rewind(world)
+            assert refused.value.reason.startswith(
+                "after the rewind the world is not its golden: table public.people: 40 rows, hash "
+            ), refused.value.reason
+        finally:
+            made.discard(world)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE INDEX sneaky ON people (name)",
+        "ALTER TABLE people DISABLE TRIGGER statekit_capture",
+        "ALTER SEQUENCE counter INCREMENT BY 7",
+        "CREATE FUNCTION sneaky() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$",
+    ],
+)
+def test_ddl_in_the_replica_role_still_taints_the_journal(
+    pg_cluster: PostgresServer, strategy: PostgresTemplate, statement: str
+) -> None:
+    """statekit's event triggers are enabled ALWAYS: DDL is seen whatever the session's replication
+    role (before, a session in the replica role made it unseen)."""
+    with PostgresTemplate(pg_cluster, prefix="skjrn", journal_bound=5_000) as made:
+        world = made.restore("golden")
+        try:
+            _sql(_conninfo(world), "SET session_replication_role = replica", statement)
+            with pytest.raises(RewindError, match="DDL in the episode"):
+                made.rewind(world)
+        finally:
+            made.discard(world)
 
 
 def test_a_mark_refuses_open_prepared_transactions_and_keeps_them(strategy: PostgresTemplate) -> None:
@@ -428,7 +479,7 @@ def test_a_mark_refuses_open_prepared_transactions_and_keeps_them(strategy: Post
     world = strategy.restore("golden")
     url = _conninfo(world)
     try:
-        two_phase = psycopg.connect(url)
+        two_phase = psycopg.connect(_app(world))
         two_phase.execute("INSERT INTO tally VALUES ('2pc', 1)")
         two_phase.execute("PREPARE TRANSACTION 'kept'")
         two_phase.close()

@@ -65,7 +65,8 @@ def test_without_a_usable_journal_the_ignored_tables_contents_are_compared(pg_ur
     """DDL taints the world's journal; the watch then hashes the ignored tables before and after."""
     with statekit.make(Shelf, db_url=pg_url) as env:
         env.reset(seed=7, options={"task": "bump"})
-        with psycopg.connect(env.adapter.conninfo(env.world), autocommit=True) as conn:
+        journal = env.world.handle["db"].handle  # statekit's own connection: the app may not do DDL
+        with psycopg.connect(journal.conninfo, autocommit=True) as conn:
             conn.execute("CREATE TABLE scratch (x int)")
         watch = WriteWatch.start(env)
         assert not isinstance(watch, str) and watch.method == CONTENTS
