@@ -350,6 +350,9 @@ class Environment:
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
         """Continue from a snapshot; the snapshot stays usable for more forks."""
         self._require_open()
+        down = self.strategy.health().down
+        if down is not None:
+            raise ServerDown(f"no snapshot can be restored now ({down}); retry once health() is clear")
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
@@ -575,13 +578,19 @@ class Environment:
         if self._episode is None:
             raise ResetNeeded("step()/state() before reset(): call reset(seed=...) first")
         self._raise_if_lost()
+        down = self.strategy.health().down
+        if down is not None:  # the world may come back with its server: the episode waits
+            raise ServerDown(f"{down}; the episode is kept until then: retry the call")
         return self._episode
 
     def _raise_if_lost(self, *, fresh: bool = False) -> None:
-        """End the episode and raise WorldLost if its world died with its server (``fresh``: ask the
-        server now, after a failure that may be its death)."""
+        """End the episode and raise WorldLost if its world died with its server. ``fresh`` (after a
+        step failed) asks the server now, and a server down then ends the episode too: the step may
+        have half happened."""
         world = self._world
         why = None if world is None else self.strategy.lost(world, fresh=fresh)
+        if why is None and fresh:
+            why = self.strategy.health().down
         if why is None:
             return
         episode_id = self._episode_id

@@ -101,6 +101,8 @@ class Session:
             )
         try:
             return self.env.restore(snapshot_id)
+        except ServerDown as exc:
+            raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
         except ResetError as exc:
             raise ApiError(503, "reset_failed", f"the snapshot could not be restored: {exc}") from exc
 
@@ -170,6 +172,8 @@ class SessionPool:
                 yield session
             except ResetNeeded as exc:
                 raise ApiError(409, "reset_needed", str(exc)) from exc
+            except ServerDown as exc:  # the episode is kept: the call may be made again
+                raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
             except WorldLost as exc:  # the environment lives: close it, dropping what it still holds
                 self._lose(session, str(exc), "world_lost")
                 self._retire(session)

@@ -341,7 +341,7 @@ class WorkerPool:
             except EnvironmentLost:
                 continue
             return seen
-        return Health()
+        return Health(down="no harness worker is alive (each one that starts makes an environment first)")
 
     def close(self) -> None:
         """Stop every worker (each closes its environments first). Safe twice."""

@@ -96,11 +96,13 @@ class SharedCluster:
         """Start the server again after it died (``kill -9``, the OOM killer), while this process still
         uses it: its watch calls this (``statekit.postgres.watch``). Under the start lock, so of
         several processes seeing it down one starts it and the others find it running."""
-        with _held_lock:
-            hold = _held.get(self.base_dir.resolve())
-        if hold is None:
-            raise ResetError("this process no longer uses the embedded PostgreSQL server: not restarting it")
         with self._start_lock():
+            with _held_lock:  # under the start lock: a release meanwhile may have let it stop
+                hold = _held.get(self.base_dir.resolve())
+            if hold is None:
+                raise ResetError(
+                    "this process no longer uses the embedded PostgreSQL server: not restarting it"
+                )
             if not hold.cluster.is_running():
                 log.warning("the embedded PostgreSQL server in %s is not running: starting it", self.base_dir)
                 hold.cluster.start()

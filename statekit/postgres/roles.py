@@ -20,10 +20,13 @@ large objects it may create are refused by the move as before.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
 from psycopg import sql
+
+log = logging.getLogger(__name__)
 
 GROUP = "statekit_world"
 """The group role every golden grants the application's rights to."""
@@ -48,8 +51,8 @@ def ensure_group(conn: psycopg.Connection[Any]) -> None:
 
 def grant_to_group(conn: psycopg.Connection[Any]) -> None:
     """Inside a golden being published (as a superuser): the application's rights on every table,
-    sequence and schema go to the group, ``PUBLIC`` may not create in the schemas (PostgreSQL < 15
-    lets it in ``public``) nor connect to the database."""
+    sequence and schema go to the group, and ``PUBLIC`` may not create in the schemas (PostgreSQL
+    < 15 lets it in ``public``). The database itself was closed to ``PUBLIC`` when it was made."""
     group = sql.Identifier(GROUP)
     for (schema,) in conn.execute(APPLICATION_SCHEMAS).fetchall():
         name = sql.Identifier(str(schema))
@@ -63,7 +66,6 @@ def grant_to_group(conn: psycopg.Connection[Any]) -> None:
             sql.SQL("GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(name, group)
         )
         conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA {} FROM PUBLIC").format(name))
-    close_database(conn, str(conn.info.dbname))
 
 
 def close_database(conn: psycopg.Connection[Any], database: str) -> None:
@@ -71,9 +73,28 @@ def close_database(conn: psycopg.Connection[Any], database: str) -> None:
     conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(database)))
 
 
+def close_server(conn: psycopg.Connection[Any]) -> None:
+    """On a server statekit runs (the embedded one): the databases every cluster has, ``postgres``
+    and ``template1``, closed to ``PUBLIC`` too, so a world's role reaches no database but its own
+    (in ``template1`` a large object it left would be in every world built after)."""
+    for name in ("postgres", "template1"):
+        close_database(conn, name)
+
+
+def open_databases(conn: psycopg.Connection[Any]) -> list[str]:
+    """Databases that let ``PUBLIC`` connect, which a world's role could therefore reach."""
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE datallowconn AND (datacl IS NULL OR EXISTS "
+        "(SELECT 1 FROM aclexplode(datacl) a WHERE a.grantee = 0 AND a.privilege_type = 'CONNECT')) "
+        "ORDER BY 1"
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
 def create_world_role(conn: psycopg.Connection[Any], name: str, password: str) -> None:
-    """The login role of one world copy (named like its database), a member of the group, the only
-    one that may connect to it. ``conn`` is an admin connection (autocommit)."""
+    """The login role of one world copy (named like its database, which ``create_database`` made
+    closed to ``PUBLIC``), a member of the group, the only one that may connect to it. ``conn`` is
+    an admin connection (autocommit)."""
     role, database = sql.Identifier(name), sql.Identifier(name)
     with conn.transaction():
         conn.execute(
@@ -82,13 +103,23 @@ def create_world_role(conn: psycopg.Connection[Any], name: str, password: str) -
                 "PASSWORD {} IN ROLE {}"
             ).format(role, sql.Literal(password), sql.Identifier(GROUP))
         )
-        close_database(conn, name)
         conn.execute(sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(database, role))
 
 
 def drop_role(conn: psycopg.Connection[Any], name: str) -> None:
-    """Drop a world's login role, if it exists (its database goes first: that ends its grants)."""
-    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+    """Drop a world's login role, if it exists (its database goes first: that ends its grants). What
+    it owns in the admin database (default privileges it set itself) goes first; a role that still
+    owns something elsewhere (a database open to ``PUBLIC`` on a server not statekit's) stays, and
+    is logged: it can reach no world."""
+    role = sql.Identifier(name)
+    if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+        return
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(role))
+            conn.execute(sql.SQL("DROP ROLE {}").format(role))
+    except psycopg.errors.DependentObjectsStillExist as exc:
+        log.warning("the world role %s cannot be dropped, it owns objects elsewhere: %s", name, exc)
 
 
 def roles(conn: psycopg.Connection[Any], prefix: str) -> list[str]:

@@ -111,8 +111,9 @@ class PostgresServer:
         try:
             yield conn
         except psycopg.OperationalError as exc:
+            broken = conn.broken  # read before closing: a closed connection is never "broken"
             conn.close()
-            if conn.broken and self._reached:  # the server went away under the statement
+            if broken and self._reached:  # the server went away under the statement
                 raise ServerDown(f"PostgreSQL at {self.redacted()} went away: {exc}") from exc
             raise
         except BaseException:
@@ -145,6 +146,8 @@ class PostgresServer:
         return self.url(database, role=database, password=password)
 
     def drop_role(self, name: str) -> None:
+        """Drop a world's role; what it left owning in the admin database goes first. One that still
+        cannot be dropped is logged, never raised: it holds no rights on any world."""
         with self.admin() as conn:
             roles.drop_role(conn, name)
 
@@ -157,20 +160,29 @@ class PostgresServer:
         return self._parsed.render_as_string(hide_password=True)
 
     def create_database(self, name: str, *, template: str | None = None) -> str:
-        """Create ``name`` (empty, or a file copy of ``template``) and return its URL."""
+        """Create ``name`` (empty, or a file copy of ``template``) and return its URL.
+
+        It is closed to every role but superusers (and those granted ``CONNECT`` later) from its
+        first moment: made refusing connections, ``PUBLIC``'s rights revoked, then opened. A new
+        database otherwise lets anyone connect, and a world's role that connected in that instant
+        would keep its connection (``statekit.postgres.roles``)."""
+        database = sql.Identifier(name)
         with self.admin() as conn:
             if template is None:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                conn.execute(sql.SQL("CREATE DATABASE {} ALLOW_CONNECTIONS false").format(database))
             else:
                 self._terminate(conn, template)
                 try:
                     conn.execute(
-                        sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
-                            sql.Identifier(name), sql.Identifier(template)
-                        )
+                        sql.SQL(
+                            "CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY ALLOW_CONNECTIONS false"
+                        ).format(database, sql.Identifier(template))
                     )
                 except psycopg.Error as exc:
                     raise ResetError(f"cloning database {template!r} into {name!r} failed: {exc}") from exc
+            with conn.transaction():
+                roles.close_database(conn, name)
+                conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(database))
         return self.url(name)
 
     def drop_database(self, name: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import datetime
@@ -198,6 +199,15 @@ class ServerWatch:
                 self._conn.close()
                 self._conn = None
 
+
+def _forget_after_fork() -> None:
+    """A forked child watches for itself: the parent's threads and held locks did not come along."""
+    global _watches_lock
+    _watches.clear()
+    _watches_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 _exiting = threading.Event()
 """Set at interpreter exit: whoever stops the server then (a test session's clean-up) means it."""

@@ -47,9 +47,6 @@ class Health:
     restarts: int = 0
     """Times the server came back after it died while this process watched it (its worlds dropped)."""
 
-    def __add__(self, other: Health) -> Health:
-        return Health(self.down or other.down, self.restarts + other.restarts)
-
 
 class ResetStrategy(ABC):
     """Three verbs, plus ``has`` so a cache can tell a hit from a miss."""
@@ -101,8 +98,9 @@ class ResetStrategy(ABC):
         return Health()
 
     def lost(self, world: World, *, fresh: bool = False) -> str | None:
-        """Why ``world`` died with what held it (its server died or restarted since it was made), or
-        None while it lives. ``fresh`` asks the server now (a round trip) instead of the last look."""
+        """Why ``world`` died with what held it (its server restarted since it was made), or None
+        while it may live (a server that is only down may come back with it: ``health`` says so).
+        ``fresh`` asks the server now (a round trip) instead of the last look."""
         return None
 
     # -- optional: rewinding a copy in place --------------------------------------------------

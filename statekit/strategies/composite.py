@@ -167,11 +167,9 @@ class Composite(ResetStrategy):
                     self._quietly(f"forgetting {name}'s bookmark", self.parts[name].forget, part_mark)
 
     def health(self, *, fresh: bool = False) -> Health:
-        total = Health()
-        for name, part in self.parts.items():
-            seen = part.health(fresh=fresh)
-            total += Health(seen.down and f"{name}: {seen.down}", seen.restarts)
-        return total
+        seen = [(name, part.health(fresh=fresh)) for name, part in self.parts.items()]
+        down = next((f"{name}: {h.down}" for name, h in seen if h.down), None)
+        return Health(down, max(h.restarts for _, h in seen))  # parts on one server share a watch
 
     def lost(self, world: World, *, fresh: bool = False) -> str | None:
         worlds = self._part_worlds(world)

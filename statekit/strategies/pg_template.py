@@ -35,6 +35,7 @@ import psycopg
 
 from statekit.determinism.ids import true_randbelow
 from statekit.errors import ResetError, RewindError, ServerDown
+from statekit.postgres import roles
 from statekit.postgres.journal import DEFAULT_BOUND, Journal, Mark, install
 from statekit.postgres.server import PostgresServer
 from statekit.postgres.watch import ServerWatch
@@ -42,6 +43,9 @@ from statekit.strategies.base import Builder, Health, ResetStrategy, World
 from statekit.strategies.naming import CopyNamer
 
 log = logging.getLogger(__name__)
+
+_WARNED: set[str] = set()
+"""Servers already warned about databases open to every role."""
 
 VERIFY_EVERY = 100
 """One rewind in this many (at random) is checked against the golden's fingerprints in full: O(rows),
@@ -94,8 +98,29 @@ class PostgresTemplate(ResetStrategy):
         self._gone: dict[str, str] = {}
         """Copies that died with their server (already dropped), and why: until they are discarded."""
         self.watch = ServerWatch.of(server.admin_conninfo, server.restart)
+        if self.app_role:
+            self._close_server()
         self.swept = self.sweep_orphans()
         self._listening = self.watch.listen(self._server_back)
+
+    def _close_server(self) -> None:
+        """A world's role must reach no database but its own. statekit's own databases are closed
+        to ``PUBLIC`` when made; on a server statekit runs, so are ``postgres`` and ``template1``; on
+        another, the databases still open to every role are named in a warning, once."""
+        with self.server.admin() as conn:
+            reachable = roles.open_databases(conn)
+            if self.server.restart is not None and {"postgres", "template1"} & set(reachable):
+                roles.close_server(conn)
+                reachable = roles.open_databases(conn)
+        if reachable and self.server.admin_conninfo not in _WARNED:
+            _WARNED.add(self.server.admin_conninfo)
+            log.warning(
+                "databases %s on %s let every role connect, so the application's role of each world "
+                "may too (it can leave large objects or default privileges there): REVOKE CONNECT, "
+                "TEMPORARY ON DATABASE ... FROM PUBLIC, or give statekit a server of its own",
+                reachable,
+                self.server.redacted(),
+            )
 
     def sweep_orphans(self) -> list[str]:
         """Drop build and episode databases, and copies' roles, left by dead processes on this host;
@@ -212,9 +237,6 @@ class PostgresTemplate(ResetStrategy):
             born = self._born.get(world.id)
         if gone is not None:
             return gone
-        down = self.watch.down
-        if down is not None:
-            return down
         started = self.watch.started
         if born is not None and started is not None and born != started:
             return f"the database server restarted at {started.isoformat()}, after the world was made"
@@ -235,7 +257,10 @@ class PostgresTemplate(ResetStrategy):
         if dead:
             log.warning("dropping %d world(s) that died with the database server", len(dead))
         for name in dead:
-            self._drop(name)
+            try:
+                self._drop(name)
+            except Exception:  # one that cannot be dropped must not keep the others
+                log.exception("dropping %s, which died with the database server, failed", name)
 
     # -- rewinding in place ---------------------------------------------------------------------
     def _journal(self, world: World) -> Journal:

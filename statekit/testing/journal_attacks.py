@@ -66,7 +66,8 @@ class Target:
     column: str
     sequence: str | None
     others: list[str] = field(default_factory=list)
-    """Other databases on the server that statekit made (``_other_databases`` tries them)."""
+    """Other databases on the server (``_other_databases`` tries them): statekit's own, ``postgres``
+    and ``template1``."""
     refused: list[str] = field(default_factory=list)
     """``statement: SQLSTATE message`` for each statement the server refused."""
     breaches: list[str] = field(default_factory=list)
@@ -164,8 +165,9 @@ def _session_state(t: Target) -> None:
 
 
 def _other_databases(t: Target) -> None:
-    """Every database statekit made (goldens, builds, other worlds) is closed to other roles: a write
-    there would reach a golden, or another episode, where no rewind of this world could undo it."""
+    """Every database statekit made (goldens, builds, other worlds) is closed to other roles, and so
+    are ``postgres`` and ``template1`` of a server statekit runs: a write there would reach a golden,
+    another episode or every later build, where no rewind of this world could undo it."""
     for name in t.others:
         try:
             with t.connect(conninfo=psycopg.conninfo.make_conninfo(t.app, dbname=name)) as conn:
@@ -373,8 +375,8 @@ def _target(part: World) -> Target:
         database = str(conn.info.dbname)
         prefix = database.split("_e_", 1)[0] + "_"
         others = conn.execute(
-            "SELECT datname FROM pg_database WHERE starts_with(datname, %s) AND datname <> %s "
-            "ORDER BY datname LIMIT 5",
+            "(SELECT datname FROM pg_database WHERE starts_with(datname, %s) AND datname <> %s "
+            "ORDER BY datname LIMIT 5) UNION ALL SELECT 'postgres' UNION ALL SELECT 'template1'",
             (prefix, database),
         ).fetchall()
     if found is None:

@@ -314,3 +314,15 @@ def test_a_killed_hosts_run_dies_with_it_and_the_next_sandbox_removes_its_cgroup
     assert left and all(folder.is_dir() for folder in left)  # nobody was left to remove its cgroup
     swept = ProcessSandbox(Limits()).cgroups.swept  # type: ignore[union-attr]
     assert run_cgroups(owner) == [] and {str(folder) for folder in left} <= set(swept)
+
+
+def test_v1_run_cgroups_go_under_the_hosts_own_cgroup_relative_to_what_is_mounted() -> None:
+    """In a container the v1 mount shows ``/docker/ID`` of the hierarchy, and the host's cgroup is
+    under it: the run cgroups go there (counted where the host is), v2's at its root."""
+    mountinfo = (
+        "30 1 0:1 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+        "31 1 0:2 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n"
+    )
+    memory, pids = locate(mountinfo, "5:memory:/docker/abc/job\n4:pids:/slice\n")
+    assert memory.parent == Path("/sys/fs/cgroup/memory/job/statekit-sandbox")
+    assert pids.parent == Path("/sys/fs/cgroup/pids/slice/statekit-sandbox")

@@ -48,8 +48,10 @@ REFUSED = {
 
 
 @pytest.fixture(scope="module")
-def env(pg_url: str) -> Iterator[statekit.Environment]:
-    with statekit.make(Shelf, db_url=pg_url) as made:
+def env(pg_cluster: object) -> Iterator[statekit.Environment]:
+    """On the embedded server (the tests' one), which statekit runs: ``postgres`` and ``template1``
+    are closed to world roles there (on a server given by URL, a warning names them instead)."""
+    with statekit.make(Shelf) as made:
         yield made
 
 
@@ -85,10 +87,10 @@ def test_no_attack_leaves_a_rewound_world_unlike_its_golden(
         )
 
 
-def test_the_application_cannot_reach_another_world(env: statekit.Environment, pg_url: str) -> None:
+def test_the_application_cannot_reach_another_world(env: statekit.Environment) -> None:
     """Two worlds at once: the application's role of one may not connect to the other."""
     env.reset(seed=7)
-    with statekit.make(Shelf, db_url=pg_url) as other:
+    with statekit.make(Shelf) as other:
         other.reset(seed=8)
         (theirs,) = journaled_parts(other.world)
         (ours,) = journaled_parts(env.world)

@@ -55,7 +55,7 @@ class Hierarchy:
     version: int
     controllers: tuple[str, ...]
     home: Path = Path("/")
-    """Where in the hierarchy the run cgroups go: the host's own cgroup in v1, the root in v2."""
+    """Where under the mount the run cgroups go: the host's own cgroup in v1, the root in v2."""
 
     @property
     def parent(self) -> Path:
@@ -77,6 +77,7 @@ def locate(mountinfo: str, proc_cgroup: str = "") -> list[Hierarchy]:
     ``proc_cgroup``). SandboxError naming what was found if one is nowhere."""
     unified: Path | None = None
     v1: dict[str, Path] = {}
+    roots: dict[str, Path] = {}
     for line in mountinfo.splitlines():
         fields = line.split()
         if "-" not in fields[6:]:
@@ -89,6 +90,7 @@ def locate(mountinfo: str, proc_cgroup: str = "") -> list[Hierarchy]:
         elif fstype == "cgroup":
             for name in set(CONTROLLERS) & set(options):
                 v1.setdefault(name, mount)
+                roots.setdefault(name, Path(_unescape(fields[3])))  # what of the hierarchy is mounted
     found: dict[Path, tuple[int, list[str]]] = {}
     available = set((unified / "cgroup.controllers").read_text().split()) if unified else set()
     for name in CONTROLLERS:
@@ -102,11 +104,18 @@ def locate(mountinfo: str, proc_cgroup: str = "") -> list[Hierarchy]:
                 f"offers {sorted(available)}; v1 hierarchies: {sorted(v1)})"
             )
     return [
-        Hierarchy(
-            mount, version, tuple(names), Path("/") if version == 2 else own_cgroup(names[0], proc_cgroup)
-        )
+        Hierarchy(mount, version, tuple(names), _home(version, names[0], roots, proc_cgroup))
         for mount, (version, names) in found.items()
     ]
+
+
+def _home(version: int, controller: str, roots: dict[str, Path], proc_cgroup: str) -> Path:
+    """Where the run cgroups go, as a path under the mount: v2's root; in v1 the host's own cgroup,
+    relative to what of the hierarchy is mounted (in a container, ``/docker/<id>`` both are)."""
+    if version == 2:
+        return Path("/")
+    own, root = own_cgroup(controller, proc_cgroup), roots.get(controller, Path("/"))
+    return Path("/") / own.relative_to(root) if own.is_relative_to(root) else Path("/")
 
 
 def _unescape(field: str) -> str:
