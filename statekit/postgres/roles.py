@@ -112,7 +112,7 @@ def drop_role(conn: psycopg.Connection[Any], name: str) -> None:
     owns something elsewhere (a database open to ``PUBLIC`` on a server not statekit's) stays, and
     is logged: it can reach no world."""
     role = sql.Identifier(name)
-    if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+    if not _exists(conn, name):
         return
     try:
         with conn.transaction():
@@ -120,6 +120,13 @@ def drop_role(conn: psycopg.Connection[Any], name: str) -> None:
             conn.execute(sql.SQL("DROP ROLE {}").format(role))
     except psycopg.errors.DependentObjectsStillExist as exc:
         log.warning("the world role %s cannot be dropped, it owns objects elsewhere: %s", name, exc)
+    except psycopg.DatabaseError:  # another process's sweep dropped it meanwhile ("concurrently deleted")
+        if _exists(conn, name):
+            raise
+
+
+def _exists(conn: psycopg.Connection[Any], name: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is not None
 
 
 def roles(conn: psycopg.Connection[Any], prefix: str) -> list[str]:
