@@ -118,6 +118,8 @@ class ServerWatch:
         When it answers after being down or restarted, ``down`` stays set until the clean-up ran
         (the listeners' drops of dead worlds, the deferred drops), so whoever sees it clear finds
         no world of the old server left."""
+        if _exiting.is_set():  # the interpreter is going: whoever stops the server now means it
+            return self.down
         with self._ping_lock:
             started, error = self._ping()
             why = None if error is None else f"the database server is down: {error}"
@@ -125,7 +127,7 @@ class ServerWatch:
             if why is not None and self.restart is not None and not _exiting.is_set():
                 self.down = f"{why}; statekit is restarting it"  # honest while the restart runs
                 if was_down is None:
-                    log.error("the database server is down: %s", why)
+                    log.error("%s", why)
                 try:
                     self.restart()
                 except Exception as exc:  # the next look tries again
@@ -134,7 +136,7 @@ class ServerWatch:
                     started, again = self._ping()
                     why = None if again is None else f"{why}; restarted, still unreachable: {again}"
             elif why is not None and was_down is None:
-                log.error("the database server is down: %s", why)
+                log.error("%s", why)
             if why is not None or started is None:
                 self.down = why
                 return why
