@@ -110,8 +110,9 @@ def rewind_parts(make: Callable[[], statekit.Environment], episodes: int) -> dic
             conn = journal.connection()
             conn.execute("BEGIN")
             moved = conn.execute(
-                "SELECT _statekit.move(%s::int8multirange, '{}'::int8multirange, '{}'::jsonb, false)",
-                (multirange(path),),
+                "SELECT _statekit.move(%s::int8multirange, '{}'::int8multirange, '{}'::jsonb, false, "
+                "%s, %s, false)",
+                (multirange(path), journal.role, journal.outside),
             ).fetchone()
             t0 = time.perf_counter()
             conn.execute("ROLLBACK")

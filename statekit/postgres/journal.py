@@ -224,6 +224,11 @@ class Journal:
                     self._outside = str(found[0]) if found else ""
             return self._available if isinstance(self._available, str) else None
 
+    @property
+    def outside(self) -> str:
+        """What ``_statekit.outside`` said when the copy was first opened (a move compares with it)."""
+        return self._outside
+
     # -- where the world is ---------------------------------------------------------------------
     def dirty(self) -> str | None:
         """Why the journal no longer describes the world (DDL, overflow, ...), or None."""

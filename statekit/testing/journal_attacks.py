@@ -408,7 +408,7 @@ def _unlike_golden(part: World) -> str | None:
     differs, outside, dirty = row
     if differs:
         return f"the world is not its golden: {differs}"
-    if outside != journal._outside:
+    if outside != journal.outside:
         return f"the episode's changes outside the journal survived: {outside}"
     if dirty:
         return f"the served world's journal is tainted: {dirty}"
