@@ -169,9 +169,7 @@ class Environment:
             seed = self.worlds.draw()
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        down = self.strategy.health().down
-        if down is not None:  # nothing could be restored: say so before touching anything
-            raise ServerDown(f"no world can be restored now ({down}); retry once health() is clear")
+        self._require_server("world")  # nothing could be restored: say so before touching anything
         options = dict(options or {})
         self._egress.open()  # from the first episode until close(), nothing here reaches out unannounced
         check_reset_options(options, self.adapter.reset_options(), self.adapter.name)
@@ -191,11 +189,7 @@ class Environment:
         except StatekitError:
             raise
         except Exception as exc:  # the application's own connection failing may be the server dying
-            down = self.strategy.health(fresh=True).down
-            if down is not None:
-                raise ServerDown(
-                    f"the world could not be restored ({down}); retry once health() is clear"
-                ) from exc
+            self._require_server("world", fresh=True, cause=exc)
             raise
 
     def step(self, action: Any) -> tuple[JSON, float, bool, bool, dict]:
@@ -350,9 +344,7 @@ class Environment:
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
         """Continue from a snapshot; the snapshot stays usable for more forks."""
         self._require_open()
-        down = self.strategy.health().down
-        if down is not None:
-            raise ServerDown(f"no snapshot can be restored now ({down}); retry once health() is clear")
+        self._require_server("snapshot")
         snap = self._snapshots.get(snapshot_id)
         if snap is None:
             raise StatekitError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
@@ -582,6 +574,15 @@ class Environment:
         if down is not None:  # the world may come back with its server: the episode waits
             raise ServerDown(f"{down}; the episode is kept until then: retry the call")
         return self._episode
+
+    def _require_server(self, what: str, *, fresh: bool = False, cause: Exception | None = None) -> None:
+        """Raise ServerDown if the worlds' server is down (``fresh``: ask it now), so no ``what`` is
+        restored half-way."""
+        down = self.strategy.health(fresh=fresh).down
+        if down is not None:
+            raise ServerDown(
+                f"no {what} can be restored now ({down}); retry once health() is clear"
+            ) from cause
 
     def _raise_if_lost(self, *, fresh: bool = False) -> None:
         """End the episode and raise WorldLost if its world died with its server. ``fresh`` (after a

@@ -59,6 +59,11 @@ class SessionEnvironment(Protocol):
     def close(self) -> None: ...
 
 
+def _unavailable(exc: ServerDown) -> ApiError:
+    """The worlds' database is down: the call may be made again once ``/health`` says so."""
+    return ApiError(503, "database_unavailable", f"{exc} (GET /health says when)")
+
+
 class Session:
     """One client's environment plus the snapshot ids it handed out (restore accepts only those)."""
 
@@ -78,7 +83,7 @@ class Session:
         except SpecError:
             raise  # the server's digest spec is wrong: not the caller's doing
         except ServerDown as exc:
-            raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
+            raise _unavailable(exc) from exc
         except ResetError as exc:
             raise ApiError(503, "reset_failed", f"the world could not be restored: {exc}") from exc
         except (ConfigError, ValueError, TypeError) as exc:
@@ -102,7 +107,7 @@ class Session:
         try:
             return self.env.restore(snapshot_id)
         except ServerDown as exc:
-            raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
+            raise _unavailable(exc) from exc
         except ResetError as exc:
             raise ApiError(503, "reset_failed", f"the snapshot could not be restored: {exc}") from exc
 
@@ -145,7 +150,7 @@ class SessionPool:
             with self._lock:
                 self._opening -= 1
             if isinstance(exc, ServerDown):
-                raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
+                raise _unavailable(exc) from exc
             if isinstance(exc, StatekitError):
                 raise ApiError(
                     503, "environment_unavailable", f"could not make an environment for a new session: {exc}"
@@ -173,7 +178,7 @@ class SessionPool:
             except ResetNeeded as exc:
                 raise ApiError(409, "reset_needed", str(exc)) from exc
             except ServerDown as exc:  # the episode is kept: the call may be made again
-                raise ApiError(503, "database_unavailable", f"{exc} (GET /health says when)") from exc
+                raise _unavailable(exc) from exc
             except WorldLost as exc:  # the environment lives: close it, dropping what it still holds
                 self._lose(session, str(exc), "world_lost")
                 self._retire(session)

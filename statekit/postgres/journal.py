@@ -38,6 +38,8 @@ from statekit.strategies.base import World
 DEFAULT_BOUND = 200_000
 """Row changes a world's journal may hold before the world is discarded instead of rewound."""
 
+NEEDS_SUPERUSER = "the journal needs a superuser connection (event triggers, session_replication_role)"
+
 Ranges = tuple[tuple[int, int], ...]
 """Closed, sorted, disjoint ranges of journal ``seq`` numbers."""
 OPEN_END = 2**62
@@ -72,7 +74,7 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
     with psycopg.connect(conninfo, autocommit=True) as conn:
         row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
         if not row or not row[0]:
-            return "the journal needs a superuser connection (event triggers, session_replication_role)"
+            return NEEDS_SUPERUSER
         roles.ensure_group(conn)
         with conn.transaction():
             # before our own triggers exist: anything of the app's that would fire during a rewind

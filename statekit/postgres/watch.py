@@ -84,10 +84,14 @@ class ServerWatch:
         with self._lock:
             token = next(self._tokens)
             self._listeners[token] = on_back
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="statekit-pg-watch", daemon=True)
-                self._thread.start()
+            self._ensure_thread()
         return token
+
+    def _ensure_thread(self) -> None:
+        """Start the watch thread if none runs (the caller holds ``_lock``)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="statekit-pg-watch", daemon=True)
+            self._thread.start()
 
     def unlisten(self, token: int) -> None:
         with self._lock:
@@ -100,9 +104,7 @@ class ServerWatch:
         even if whoever asked is gone by then: the watch thread runs until it is done."""
         with self._lock:
             self._deferred[name] = clean_up
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="statekit-pg-watch", daemon=True)
-                self._thread.start()
+            self._ensure_thread()
 
     # -- the facts --------------------------------------------------------------------------------
     def seen_start(self, started: datetime) -> None:

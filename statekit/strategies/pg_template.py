@@ -36,7 +36,7 @@ import psycopg
 from statekit.determinism.ids import true_randbelow
 from statekit.errors import ResetError, RewindError, ServerDown
 from statekit.postgres import roles
-from statekit.postgres.journal import DEFAULT_BOUND, Journal, Mark, install
+from statekit.postgres.journal import DEFAULT_BOUND, NEEDS_SUPERUSER, Journal, Mark, install
 from statekit.postgres.server import PostgresServer
 from statekit.postgres.watch import ServerWatch
 from statekit.strategies.base import Builder, Health, ResetStrategy, World
@@ -44,8 +44,8 @@ from statekit.strategies.naming import CopyNamer
 
 log = logging.getLogger(__name__)
 
-_WARNED: set[str] = set()
-"""Servers already warned about databases open to every role."""
+_CHECKED: set[str] = set()
+"""Servers whose databases open to every role were closed or named in a warning (once a process)."""
 
 VERIFY_EVERY = 100
 """One rewind in this many (at random) is checked against the golden's fingerprints in full: O(rows),
@@ -56,7 +56,12 @@ average cost at 0.1 ms and out of the 99th percentile."""
 def _no_journal(app_role: bool) -> str:
     if not app_role:
         return "the adapter's application connects with statekit's own rights (app_role=False)"
-    return "the journal needs a superuser connection (event triggers, session_replication_role)"
+    return NEEDS_SUPERUSER
+
+
+def _restarted(started: datetime | None) -> str:
+    when = started.isoformat() if started else "?"
+    return f"the database server restarted at {when}, after the world was made"
 
 
 @dataclass(frozen=True)
@@ -107,13 +112,15 @@ class PostgresTemplate(ResetStrategy):
         """A world's role must reach no database but its own. statekit's own databases are closed
         to ``PUBLIC`` when made; on a server statekit runs, so are ``postgres`` and ``template1``; on
         another, the databases still open to every role are named in a warning, once."""
+        if self.server.admin_conninfo in _CHECKED:  # a serving process makes a strategy per session
+            return
         with self.server.admin() as conn:
             reachable = roles.open_databases(conn)
             if self.server.restart is not None and {"postgres", "template1"} & set(reachable):
                 roles.close_server(conn)
                 reachable = roles.open_databases(conn)
-        if reachable and self.server.admin_conninfo not in _WARNED:
-            _WARNED.add(self.server.admin_conninfo)
+        _CHECKED.add(self.server.admin_conninfo)
+        if reachable:
             log.warning(
                 "databases %s on %s let every role connect, so the application's role of each world "
                 "may too (it can leave large objects or default privileges there): REVOKE CONNECT, "
@@ -239,16 +246,14 @@ class PostgresTemplate(ResetStrategy):
             return gone
         started = self.watch.started
         if born is not None and started is not None and born != started:
-            return f"the database server restarted at {started.isoformat()}, after the world was made"
+            return _restarted(started)
         return None
 
     def _server_back(self) -> None:
         """The server answers again (the watch thread): drop the copies made before it restarted
         (drops that failed while it was down are the watch's to retry: ``ServerWatch.defer``)."""
         started = self.watch.started
-        reason = (
-            f"the database server restarted at {started.isoformat() if started else '?'}, after it was made"
-        )
+        reason = _restarted(started)
         with self._lock:
             dead = [name for name, born in self._born.items() if born is not None and born != started]
             for name in dead:
