@@ -33,6 +33,7 @@ from timing import percentile_ms, repeat
 from wide_world import WideWorld
 
 import statekit
+import statekit.kit
 from adapters.claims_app import ClaimsAdapter
 from statekit.determinism.controls import Controls
 from statekit.postgres.journal import Journal, multirange
@@ -122,7 +123,7 @@ def rewind_parts(make: Callable[[], statekit.Environment], episodes: int) -> dic
     return out
 
 
-def rebuilds(adapter: statekit.Adapter, n: int, db_url: str | None) -> list[float]:
+def rebuilds(adapter: statekit.kit.Adapter, n: int, db_url: str | None) -> list[float]:
     """The naive reset: build the seed's world from nothing (into a scratch key, then dropped)."""
     strategy = adapter.make_strategy("template", db_url=db_url)
 

@@ -45,9 +45,9 @@ from statekit.client import RemoteEnvironment
 from statekit.env import world_key
 from statekit.goldens import export_golden
 from statekit.harness.workers import default_workers
-from statekit.postgres import SharedCluster
-from statekit.postgres.embedded import statekit_home
+from statekit.postgres import EmbeddedPostgres
 from statekit.rollouts import run, scripted
+from statekit.settings import statekit_home
 
 SEEDS = [7, 8, 9, 10]
 LEDGER = "statekit.testing.ledger:LedgerAdapter"
@@ -287,7 +287,7 @@ def _descendants(pid: int) -> list[int]:
 def sizing() -> dict[str, float]:
     """Per-environment costs of the claims app, measured (see the module docstring)."""
     figures: dict[str, float] = {}
-    shared = SharedCluster()
+    shared = EmbeddedPostgres()
     server = shared.acquire()
     try:
         with statekit.make("claims_app") as env:

@@ -1,4 +1,4 @@
-"""Seedless resets on the claims app: does the snapshot cache hold its byte budget over a long run?
+"""Seedless resets on the claims app: does the world cache hold its byte budget over a long run?
 
     python benchmarks/seedless.py [--resets 1000] [--cache-bytes 100M] [--strategy rewind]
 

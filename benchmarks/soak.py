@@ -6,7 +6,7 @@ What the user pays, end to end: the real server as a subprocess on loopback (its
 ``$STATEKIT_HOME``, embedded PostgreSQL and copy-on-write uploads; a bearer token), driven over HTTP
 and OpenEnv's ``/ws`` by ``--sessions`` concurrent clients. Each client loops over episodes:
 reset (80 % from a hot set of ``--hot`` seeds, 20 % seedless, drawn by the server from
-``--num-worlds`` worlds, so the snapshot cache churns at its budget; ``--pinned`` of the hot seeds
+``--num-worlds`` worlds, so the world cache churns at its budget; ``--pinned`` of the hot seeds
 are pinned first), steps (list, get, note, triage, wait, submit), forks (snapshot, step, restore:
 the digest must come back), bad input (malformed JSON, hostile nesting, lone surrogates, unknown
 tools, a refused reset that must keep the episode, unknown sessions) and endings: close, abandon

@@ -12,7 +12,18 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from statekit.kit import JSON, DigestSpec, Episode, Outcome, SqlAdapter, Task, Tool, World
+from statekit.kit import (
+    JSON,
+    CheckHints,
+    DigestSpec,
+    EnvSettings,
+    Episode,
+    Outcome,
+    SqlAdapter,
+    Task,
+    Tool,
+    World,
+)
 
 TABLES = 100
 ROWS = 20
@@ -91,7 +102,7 @@ class WideEpisode(Episode):
             self.conn = None
 
 
-class WideWorld(SqlAdapter):
+class WideWorld(SqlAdapter, CheckHints):
     """``statekit.make(WideWorld)``; ``strategy="template"`` clones instead of rewinding."""
 
     name = "wide_world"
@@ -119,7 +130,14 @@ class WideWorld(SqlAdapter):
                 )
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         task = task or Task(id=f"wide-{seed}", kind="bump", prompt="Change a few rows.", max_steps=50)
         return WideEpisode(self.conninfo(world), task)

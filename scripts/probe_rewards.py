@@ -10,7 +10,7 @@
 Each cell is "mean reward (wins/seeds played)", where a win is a reward above the kind's floor; the
 last row counts the seeds whose world poses no task of the kind (none is played there). Rewards are
 kept per seed, and ``--table`` merges files by kind, so runs over different seed ranges make one
-table. Probes are ``statekit check``'s (``statekit.testing.probes``, step budget 1000; ``--entities``
+table. Probes are ``statekit check``'s (``statekit.checks.probes``, step budget 1000; ``--entities``
 and ``--walk`` as the checker's ``--probe-entities``/``--probe-walk``); known exploits are the
 hand-written ones in ``adapters/claims_app/exploits.py``, played with ``max_steps=1000`` on the kinds
 they were written against (``TARGETS``; ``--known-everywhere``: on every kind).
@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session
 import statekit
 from adapters.claims_app import ClaimsEpisode, tasks
 from adapters.claims_app.exploits import EXPLOITS, TARGETS, play
-from statekit.testing.probes import ProbeSettings, check_exploits
+from statekit.checks.probes import ProbeSettings, check_exploits
 
 
 def seed_list(text: str) -> list[int]:

@@ -7,12 +7,23 @@
 #    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems; Debian's python3
 #    (/usr/bin/python3), on which the code environment's process sandbox runs model code.
 # In CI (CI=true) a missing component is a failure, never a skip.
+# The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
+# PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
+# (tests/conftest.py). `--quick` runs what a contributor runs before every commit, in under two
+# minutes: no slow system test (Docker, Ray, killed servers, the code sandbox), the quick check plan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=()
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  quick=(-m "not slow" -o statekit_plan=quick)
+fi
 bash scripts/venv.sh dev
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-  bash scripts/docker-engine.sh
-  bash scripts/build-base-image.sh
+  if [ ${#quick[@]} -eq 0 ]; then  # the quick run needs neither Docker nor the base image
+    bash scripts/docker-engine.sh
+    bash scripts/build-base-image.sh
+  fi
   if ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.xfs >/dev/null \
     || ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.btrfs >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs btrfs-progs
@@ -28,4 +39,4 @@ else
   echo "note: not root on Debian; Docker tests need a running engine and statekit/base:bookworm" >&2
 fi
 export TESTCONTAINERS_RYUK_DISABLED=true
-exec .venv/bin/pytest -p no:cacheprovider "$@"
+exec .venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" "${quick[@]}" "$@"

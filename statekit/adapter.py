@@ -2,26 +2,31 @@
 
 The adapter is the only code that knows both the application and statekit. It builds a world for a
 seed, picks a task, turns tool calls into calls on the application, and scores the final state.
-statekit supplies the rest: reset strategies, the snapshot cache, determinism controls, digests.
+statekit supplies the rest: reset strategies, the world cache, determinism controls, digests.
+
+``Adapter`` is the small core every adapter implements. What only some adapters offer (their state as
+rows, hints for the checker, tool schemas for the harness, hooks for the assay, live services, a
+container image) are separate capabilities in ``statekit.capabilities``, each a protocol with defaults
+that an adapter inherits when it has that capability. ``AdapterWrapper`` layers behaviour over an
+adapter (container mode is one) and passes the rest through.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from statekit.collateral import Expectation
-from statekit.contract import JSON, FixtureSource, Task, Tool
+from statekit.contract import JSON, Task, Tool, canonical_url
 from statekit.determinism.base import Control
 from statekit.digest.compute import Digest
-from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError
-from statekit.strategies.base import ResetStrategy, World
+from statekit.registry import lookup
+from statekit.strategies.base import ResetStrategy
+from statekit.world import World
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,41 @@ class Episode(ABC):
         """Release everything the episode holds. Safe to call twice."""
 
 
+@dataclass(frozen=True)
+class EnvSettings:
+    """What the environment an adapter serves asks of it, passed into ``attach`` and ``start_episode``
+    (never set on the adapter): the task kinds its episodes may pose, the determinism controls
+    switched off (only ever to prove that each one matters), and where outside services are."""
+
+    task_pool: tuple[str, ...] = ()
+    """The task kinds an episode may pose: the adapter's kinds less those the spec excludes. A task
+    chosen without a ``task`` option must be one of these."""
+    disabled_controls: frozenset[str] = field(default_factory=frozenset)
+    services: Mapping[str, str] = field(default_factory=dict)
+    """Live outside services by name (``EnvSpec.services``): empty while traffic is replayed."""
+    recording: bool = False
+    """The live services' traffic is recorded into the adapter's cassettes (``statekit record``)."""
+
+    def control_on(self, name: str) -> bool:
+        """Whether the determinism control ``name`` runs (an adapter's own controls may need to know:
+        with replay off the application is pointed at live services)."""
+        return name not in self.disabled_controls
+
+    def service_url(self, service: str) -> str:
+        """The base URL to give the application for outside service ``service``: the live one when the
+        environment has it (recording, or replay switched off), else its canonical URL, whose traffic
+        is answered from recordings (``statekit.determinism.replay``)."""
+        live = self.services.get(service)
+        return live.rstrip("/") if live else canonical_url(service)
+
+
 class Adapter(ABC):
-    """One application's glue. Subclasses set ``name`` and implement the abstract methods.
+    """One application's glue: the core every adapter implements. Subclasses set ``name`` and
+    implement the abstract methods; capabilities (``statekit.capabilities``) add the rest.
 
     Keeping the application warm: a world may serve many episodes (the ``rewind`` strategy puts it
     back in place between them), so an adapter can build its application once per world in
-    ``attach(world)`` (engines, web app, clients) and receive it as ``app`` in every
+    ``attach(world, settings)`` (engines, web app, clients) and receive it as ``app`` in every
     ``start_episode`` on that world; ``detach(app)`` releases it when statekit lets the world go.
     Connections are the exception: statekit ends every connection to a world when it rewinds it, so
     nothing of an episode's sessions survives into the next (an app must reconnect, e.g. with
@@ -89,19 +123,14 @@ class Adapter(ABC):
     controls: tuple[type[Control], ...] = ()
     """Classes of the determinism controls this adapter's episodes bring (``Episode.controls``),
     besides statekit's own: their names are what ``disable_controls`` and the checks accept."""
-
-    @property
-    def replay_control(self) -> str | None:
-        """The control that replays outbound traffic, if any: switched off, it needs
-        ``live_services``, and ``statekit assay`` then expects ``cassettes``."""
-        return next((control.name for control in self.controls if control.needs_live_services), None)
-
-    disabled_controls: frozenset[str] = frozenset()
-    """Set by the Environment; only the control-removal checks ever disable one."""
     deterministic_start: bool = False
     """True when ``start_episode`` only reads the world (no writes, no other side effect), so the task
     a (golden, options) pair gave once can be handed back as ``task`` next time and a reset skips the
     task search. The controls' state after the start is replayed too, so nothing else changes."""
+    out_of_process: str | None = None
+    """Why this adapter's application runs where statekit cannot reach into it (container mode: its
+    controls cannot be switched off from outside, its live schema not read, its digest only updated),
+    or None: it runs in this process. The checker reports what it therefore cannot check."""
 
     @abstractmethod
     def fingerprint(self) -> dict[str, str]:
@@ -113,21 +142,38 @@ class Adapter(ABC):
 
     @abstractmethod
     def build_world(self, world: World, seed: int) -> None:
-        """Fill an empty world for ``seed``. Runs under seeded controls, once per snapshot-cache key."""
+        """Fill an empty world for ``seed``. Runs under seeded controls, once per world-cache key."""
 
     @abstractmethod
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         """Wire the application to ``world`` and pick the task (or use ``task``: a fork being restored,
-        or the task this world's seed and options gave before). ``app`` is what ``attach`` returned; it is
-        passed only when ``attach`` returned something, so adapters without ``attach`` may omit it."""
+        or the task this world's seed and options gave before) from ``settings.task_pool``. ``app`` is
+        what ``attach`` returned (None without ``attach``)."""
+
+    @abstractmethod
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
+        """The canonical digest of ``world``. ``since`` is an earlier digest of the same world that this
+        adapter computed (carrying its ``resume`` state): update it in O(changes) when you can, or
+        ignore it; the result must equal a full recompute either way."""
+
+    def task_kinds(self) -> list[str]:
+        """Names of the task kinds this adapter can pose."""
+        return []
 
     def reset_options(self) -> dict[str, dict[str, JSON]]:
         """The options ``reset`` takes, each with a JSON Schema for its value. statekit refuses any
         other option, and any value its schema refuses, before ``check_options`` and the same way for
         every adapter. Default: ``task``, one of the task kinds, when the adapter has any (a kind left
-        out of the pool is the adapter's to refuse, saying so)."""
+        out of the pool is refused by statekit, saying so)."""
         kinds = self.task_kinds()
         if not kinds:
             return {}
@@ -138,109 +184,111 @@ class Adapter(ABC):
         is touched. ``reset`` asks first: where the next episode rewinds the live episode's own world,
         this is what lets a refused reset leave that episode as it was."""
 
-    def attach(self, world: World) -> Any:
+    def attach(self, world: World, settings: EnvSettings) -> Any:
         """Build what can outlive an episode on ``world`` (the application, its engines). Optional."""
         return None
 
     def detach(self, app: Any) -> None:  # noqa: B027 - optional hook
         """Release what ``attach`` built (the world is going away or leaving this environment)."""
 
-    @abstractmethod
-    def digest(self, world: World, since: Digest | None = None) -> Digest:
-        """The canonical digest of ``world``. ``since`` is an earlier digest of the same world that this
-        adapter computed (carrying its ``resume`` state): update it in O(changes) when you can, or
-        ignore it; the result must equal a full recompute either way."""
-
-    def dump(self, world: World) -> StateDump:
-        """The rows ``digest`` is computed from (``statekit dump``/``diff`` use it)."""
-        raise ConfigError(f"adapter {self.name!r} cannot dump its state")
-
-    def dump_changes(self, world: World, golden: Digest, now: Digest) -> tuple[StateDump, StateDump] | None:
-        """The rows ``world`` changed since its golden (whose digest is ``golden``; ``now`` is the
-        world's current one), as two partial dumps (the golden's side, the world's side) holding only
-        rows that differ: what ``Environment.changes`` diffs in O(changes). None (the default): it
-        diffs full dumps instead (see ``statekit.collateral.journal_changes`` for a database world)."""
-        return None
-
-    def live_schema(self, world: World) -> dict[str, dict[str, str]]:
-        """``{table: {column: type}}`` of ``world`` (``statekit drift`` compares two builds with it)."""
-        return {}
-
-    def metadata(self) -> dict[str, JSON]:
-        """What a trainer should log with every episode (versions, image digests); goes in reset's info."""
-        return dict(self.fingerprint())
-
-    def task_kinds(self) -> list[str]:
-        """Names of the task kinds this adapter can pose."""
-        return []
-
-    def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
-        """A known-good action script for ``task``: the checker proves it scores 1."""
-        return []
-
-    def check_schema(self, world: World) -> list[str]:
-        """Problems with the digest spec's coverage of ``world`` (``table.column`` names)."""
-        return []
-
-    def declared_tools(self) -> list[Tool]:
-        """The tools every episode offers, known without building a world (the harness's ``/schema``).
-
-        Empty means "only an episode knows"; the harness then describes actions generically.
-        """
-        return []
-
-    def observation_schema(self) -> dict[str, JSON]:
-        """A JSON Schema for what ``reset`` and ``step`` observe (the harness's ``/schema``).
-
-        The default promises only JSON; statekit's own error observations are added by the harness.
-        """
-        return {"description": f"an observation of {self.name}: any JSON value"}
-
-    probe_tasks: dict[str, str] = {}
-    """Per control, a task kind whose reference script exercises it (the control checks replay it)."""
-
-    excluded_tasks: frozenset[str] = frozenset()
-    """Set by ``statekit.make(exclude_tasks=...)``: task kinds the pool leaves out (``statekit check``
-    lists the ones whose reference fails or that a probe wins in ``excluded_tasks``). The adapter's
-    own task choice honours it (``task_pool``) and refuses a request for an excluded kind."""
-
-    def task_pool(self) -> list[str]:
-        """The task kinds an episode may pose: ``task_kinds()`` less the excluded ones."""
-        return [kind for kind in self.task_kinds() if kind not in self.excluded_tasks]
-
-    exploit_floors: dict[str, float] = {}
-    """Per task kind, the most a degenerate policy may earn (``statekit.testing.probes``); default 0.
-    A kind with partial credit for, say, reading the right record may declare that much."""
-
-    def live_services(self) -> AbstractContextManager[dict[str, Any]]:
-        """For adapters that replay outbound traffic: start the real services and yield the adapter
-        options that point the application at them (recording and the outbound-control check)."""
-        raise ConfigError(f"adapter {self.name!r} talks to no outside services")
-
     def allowed_endpoints(self) -> list[str]:
         """Where the application may connect besides its world's own database while statekit's egress
         guard is on (``host:port`` or URLs): e.g. live services an adapter was pointed at."""
         return []
 
-    def fixture_sources(self) -> list[FixtureSource]:
-        """Where seeded data comes from (``statekit assay`` judges it). Empty means undeclared."""
-        return []
-
-    def cassettes(self) -> list[Path]:
-        """The recorded-traffic files episodes replay (``statekit assay`` checks their provenance)."""
-        return []
-
-    def cassette(self, seed: int) -> Path | None:
-        """The cassette the episodes of ``seed`` replay (``statekit record`` replaces it). None: none."""
-        return None
-
-    def container_image(self, client: Any) -> str:
-        """The id of an image that serves this adapter (``statekit.container_mode.serve_command``), for
-        container mode (``strategy="container"``, which must be in ``strategies``). ``client`` is a
-        Docker SDK client; build the image if it is missing and return its id, never a tag."""
-        raise ConfigError(
-            f"adapter {self.name!r} has no container image: implement Adapter.container_image(client)"
-        )
+    def metadata(self) -> dict[str, JSON]:
+        """What a trainer should log with every episode (versions, image digests); goes in reset's info."""
+        return dict(self.fingerprint())
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release adapter-wide resources (servers started for it). Safe to call twice."""
+
+
+class AdapterWrapper(Adapter):
+    """An adapter layered over ``inner`` (Gymnasium's wrappers are the model): it changes what it
+    overrides and passes everything else through, the core explicitly and every capability (any other
+    attribute) by lookup on ``inner``. A wrapper that must *not* offer one of ``inner``'s capabilities
+    overrides it (``statekit.capabilities`` says what each holds)."""
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.strategies = inner.strategies
+        self.tick_seconds = inner.tick_seconds
+        self.controls = inner.controls
+        self.deterministic_start = inner.deterministic_start
+        self.out_of_process = inner.out_of_process
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def fingerprint(self) -> dict[str, str]:
+        return self.inner.fingerprint()
+
+    def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
+        return self.inner.make_strategy(name, **options)
+
+    def build_world(self, world: World, seed: int) -> None:
+        self.inner.build_world(world, seed)
+
+    def start_episode(
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
+    ) -> Episode:
+        return self.inner.start_episode(
+            world, seed=seed, options=options, task=task, app=app, settings=settings
+        )
+
+    def digest(self, world: World, since: Digest | None = None) -> Digest:
+        return self.inner.digest(world, since)
+
+    def task_kinds(self) -> list[str]:
+        return self.inner.task_kinds()
+
+    def reset_options(self) -> dict[str, dict[str, JSON]]:
+        return self.inner.reset_options()
+
+    def check_options(self, options: dict[str, JSON]) -> None:
+        self.inner.check_options(options)
+
+    def attach(self, world: World, settings: EnvSettings) -> Any:
+        return self.inner.attach(world, settings)
+
+    def detach(self, app: Any) -> None:
+        self.inner.detach(app)
+
+    def allowed_endpoints(self) -> list[str]:
+        return self.inner.allowed_endpoints()
+
+    def metadata(self) -> dict[str, JSON]:
+        return self.inner.metadata()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def resolve_adapter(adapter: Adapter | type[Adapter] | str, **options: Any) -> Adapter:
+    """Turn ``adapter`` (an instance, a class, a factory, a registered name or a ``"pkg.mod:attr"``
+    path, found by ``statekit.registry``) into an Adapter instance, or raise ConfigError saying why."""
+    if isinstance(adapter, Adapter):
+        if options:
+            raise ConfigError("options cannot be applied to an adapter instance; pass its class or name")
+        return adapter
+    target: Any = lookup(adapter) if isinstance(adapter, str) else adapter
+    if isinstance(target, type) and issubclass(target, Adapter):
+        return target(**options)
+    if isinstance(target, Adapter):
+        return target
+    if callable(target):
+        made = target(**options)
+        if isinstance(made, Adapter):
+            return made
+    raise ConfigError(f"{adapter!r} is not a statekit Adapter (class, instance or factory)")

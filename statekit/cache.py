@@ -1,4 +1,4 @@
-"""The snapshot cache: each seed's golden world, built once, kept within a byte budget per server.
+"""The world cache: each seed's golden world, built once, kept within a byte budget per server.
 
 A golden (the database and files of one seed's initial world) costs a build (about half a second
 for the claims app) and about 9 MB of disk; every later reset of that seed clones it. Without a
@@ -43,7 +43,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -55,14 +54,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from statekit.determinism.controls import Controls
 from statekit.determinism.egress import EgressScope
-from statekit.determinism.ids import true_token
 from statekit.digest.canonical import canonical_json
+from statekit.entropy import true_token
 from statekit.errors import ConfigError
-from statekit.postgres.embedded import statekit_home
+from statekit.settings import parse_size as parse_size
+from statekit.settings import settings, statekit_home
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.naming import Owner
-from statekit.strategies.prewarmed import Prewarmed
-from statekit.strategies.rewinding import Rewinding
 
 if TYPE_CHECKING:
     from statekit.adapter import Adapter
@@ -70,8 +68,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GiB = 1 << 30
-DEFAULT_BUDGET = 2 * GiB
-BUDGET_VARIABLE = "STATEKIT_CACHE_BYTES"
 INDEX_FORMAT = 1
 V = TypeVar("V")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -87,18 +83,9 @@ def world_key(fingerprint: dict[str, str], seed: int) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
-def parse_size(text: str) -> int:
-    """``"2G"``, ``"500MiB"``, ``"1.5g"`` or a plain byte count, in bytes (binary units)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
-    if not match:
-        raise ConfigError(f"cannot read {text!r} as a size: write bytes, or a number with K, M, G or T")
-    return int(float(match[1]) * _UNITS[match[2]])
-
-
 def default_budget() -> int:
-    """``$STATEKIT_CACHE_BYTES``, else ``DEFAULT_BUDGET``."""
-    text = os.environ.get(BUDGET_VARIABLE, "").strip()
-    return parse_size(text) if text else DEFAULT_BUDGET
+    """``$STATEKIT_CACHE_BYTES``, else ``DEFAULT_BUDGET`` (``statekit.settings``)."""
+    return settings().cache_bytes
 
 
 @dataclass(frozen=True)
@@ -268,14 +255,6 @@ def forget_dead_leases(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM leases WHERE owner = ?", (label,))
 
 
-def _storage(strategy: ResetStrategy) -> ResetStrategy:
-    """The strategy that holds the goldens (a pool and a rewinding strategy hold copies, not goldens):
-    ``template`` and ``rewind`` share one store, since they share the goldens."""
-    while isinstance(strategy, Prewarmed | Rewinding):
-        strategy = strategy.inner
-    return strategy
-
-
 class WorldCache:
     """The goldens of one adapter in one strategy's store, within the server's budget.
 
@@ -295,7 +274,7 @@ class WorldCache:
     ) -> None:
         self.adapter = adapter
         self.strategy = strategy
-        storage = self._storage = _storage(strategy)
+        storage = self._storage = strategy.storage
         self.store = f"{adapter.name}:{storage.name}"
         self.index = index or (CacheIndex.shared() if storage.persistent else CacheIndex())
         self.budget = default_budget() if budget is None else budget
@@ -384,8 +363,7 @@ class WorldCache:
     def _use(self, seeds_by_key: dict[str, int]) -> bool:
         """Mark keys used now and renew this holder's leases; True if a key's size is unknown."""
         leased = {k for k in (self._current, self._previous, *self._prefetched) if k is not None}
-        if isinstance(self.strategy, Rewinding):  # a parked copy may read its golden (an overlay's lower)
-            leased |= self.strategy.parked_keys()
+        leased |= self.strategy.parked_keys()  # a parked copy may read its golden (an overlay's lower)
         unsized = False
         owner = Owner.current().label
         with self.index.transaction() as db:
@@ -480,7 +458,7 @@ class WorldCache:
             report = log.debug if "budget" in self._warned else log.warning  # once per holder, not per reset
             self._warned.add("budget")
             report(
-                "the snapshot cache holds %d bytes, over its budget of %d: the rest is pinned, in use, or "
+                "the world cache holds %d bytes, over its budget of %d: the rest is pinned, in use, or "
                 "another application's (statekit cache ls shows which; statekit cache prune ADAPTER evicts)",
                 total,
                 limit,

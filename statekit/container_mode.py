@@ -1,8 +1,9 @@
 """Container mode for any adapter: each episode runs in its own container, behind the harness.
 
-An adapter offers container mode by listing ``"container"`` in its ``strategies`` and implementing
-``Adapter.container_image(client)``: the id of an image whose entrypoint serves that adapter with
-``serve_command(...)`` (``statekit serve ADAPTER --workers 0 --uds /run/statekit/harness.sock``).
+An adapter offers container mode by listing ``"container"`` in its ``strategies`` and having the
+``ContainerImage`` capability: ``container_image(client)``, the id of an image whose entrypoint serves
+that adapter with ``serve_command(...)`` (``statekit serve ADAPTER --workers 0 --uds
+/run/statekit/harness.sock``).
 ``statekit.make(adapter, strategy="container")`` then wraps the adapter in ``ContainerAdapter``
 (Gymnasium's habit: behaviour layered by wrapping, not a mode inside the adapter's class):
 
@@ -29,14 +30,16 @@ from typing import Any
 
 import httpx
 
-from statekit.adapter import Adapter, Episode, Outcome
+from statekit.adapter import Adapter, AdapterWrapper, EnvSettings, Episode, Outcome
+from statekit.capabilities import ContainerImage, LiveServices, StateDumps
 from statekit.client import RemoteEnvironment
-from statekit.contract import JSON, FixtureSource, Task, Tool
+from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump
 from statekit.errors import ConfigError, RemoteError
-from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.base import ResetStrategy
 from statekit.strategies.container import SOCKET_DIR, ContainerPerEpisode, docker_client
+from statekit.world import World
 
 CONTAINER = "container"
 """The strategy name that selects container mode."""
@@ -52,8 +55,8 @@ def serve_command(adapter: str) -> list[str]:
 
 
 def offers_container(adapter: Adapter) -> bool:
-    """True when ``adapter`` implements ``container_image`` (so container mode can run it)."""
-    return type(adapter).container_image is not Adapter.container_image
+    """True when ``adapter`` has the ``ContainerImage`` capability (so container mode can run it)."""
+    return isinstance(adapter, ContainerImage)
 
 
 def adapter_for(adapter: Adapter, strategy: str) -> Adapter:
@@ -130,9 +133,14 @@ class RemoteEpisode(Episode):
         self.remote.disconnect()  # the container (and its session) is discarded with the world
 
 
-class ContainerAdapter(Adapter):
+class ContainerAdapter(AdapterWrapper, StateDumps, LiveServices):
     """Any adapter with an image, one container per episode. Made by ``statekit.make`` (through
-    ``adapter_for``); ``inner`` is the adapter the harness inside the image serves."""
+    ``adapter_for``); ``inner`` is the adapter the harness inside the image serves.
+
+    What the wrapper cannot do from outside it overrides: its rows come from the harness inside (no
+    journal to read changes from, no live schema), and live services cannot reach a container with no
+    network. Everything else (tasks, reference scripts, tool schemas, assay hooks) is the inner
+    adapter's, passed through."""
 
     strategies = (CONTAINER,)
     deterministic_start = False  # the harness inside chooses the task
@@ -140,28 +148,18 @@ class ContainerAdapter(Adapter):
     def __init__(self, inner: Adapter) -> None:
         if not offers_container(inner):
             raise ConfigError(
-                f"adapter {inner.name!r} has no container image: implement Adapter.container_image"
+                f"adapter {inner.name!r} has no container image: implement ContainerImage.container_image"
             )
-        self.inner = inner
-        self.name = inner.name
-        self.tick_seconds = inner.tick_seconds
-        self.controls = inner.controls
-        self.probe_tasks = inner.probe_tasks
+        super().__init__(inner)
+        self.strategies = (CONTAINER,)
+        self.deterministic_start = False
+        self.out_of_process = (
+            f"container mode: {inner.name!r} runs inside its container, where its determinism controls "
+            "cannot be switched off, its live schema not read and its digest only updated; check those "
+            f"with an in-process strategy of {self.in_process()} (statekit check ADAPTER --strategy NAME)"
+        )
         self.image_id: str | None = None
         self._episodes: weakref.WeakValueDictionary[str, RemoteEpisode] = weakref.WeakValueDictionary()
-
-    @property
-    def disabled_controls(self) -> frozenset[str]:
-        return frozenset()
-
-    @disabled_controls.setter
-    def disabled_controls(self, names: frozenset[str]) -> None:
-        if names:
-            raise ConfigError(
-                f"the determinism controls of {self.name!r} run inside its container and cannot be "
-                f"switched off from outside (asked: {sorted(names)}); prove them with an in-process "
-                f"strategy of {self.in_process()}"
-            )
 
     def in_process(self) -> list[str]:
         """The inner adapter's other strategies (what forks, dumps with facts and checks need)."""
@@ -179,6 +177,7 @@ class ContainerAdapter(Adapter):
         if name != CONTAINER:
             raise ConfigError(f"container mode offers the strategy {CONTAINER!r}, not {name!r}")
         client = docker_client()
+        assert isinstance(self.inner, ContainerImage)
         self.image_id = self.inner.container_image(client)
         return ContainerPerEpisode(self.image_id, ready=harness_ready, client=client)
 
@@ -188,8 +187,21 @@ class ContainerAdapter(Adapter):
         with harness(world) as remote:
             remote.reset(seed=seed)
 
+    def attach(self, world: World, settings: EnvSettings) -> Any:
+        return None  # the application is inside the container
+
+    def detach(self, app: Any) -> None:
+        pass
+
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         if task is not None:
             raise ConfigError(
@@ -215,40 +227,10 @@ class ContainerAdapter(Adapter):
     def dump(self, world: World) -> StateDump:
         return self._episode(world).dump()
 
-    def check_schema(self, world: World) -> list[str]:
-        return []  # the harness inside digests with the adapter's own spec; coverage errors fail there
-
-    def task_kinds(self) -> list[str]:
-        return self.inner.task_kinds()
-
-    def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
-        return self.inner.reference_actions(task)  # the inner adapter says if it needs hidden facts
-
-    def declared_tools(self) -> list[Tool]:
-        return self.inner.declared_tools()
-
-    def observation_schema(self) -> dict[str, JSON]:
-        return self.inner.observation_schema()
-
     def live_services(self) -> AbstractContextManager[dict[str, Any]]:
         raise ConfigError(
             f"containers run with no network: record {self.name!r}'s traffic with an in-process strategy"
         )
-
-    def fixture_sources(self) -> list[FixtureSource]:
-        return self.inner.fixture_sources()
-
-    def cassettes(self) -> list[Path]:
-        return self.inner.cassettes()
-
-    def cassette(self, seed: int) -> Path | None:
-        return self.inner.cassette(seed)
-
-    def container_image(self, client: Any) -> str:
-        return self.inner.container_image(client)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 __all__ = [

@@ -11,6 +11,16 @@ from typing import Any
 
 JSON = Any  # a JSON-serialisable value: dict, list, str, int, bool or None (never a float in state)
 
+SERVICE_DOMAIN = "statekit.invalid"
+"""Where replayed outside services 'live': the .invalid TLD never resolves, so nothing could reach it."""
+
+
+def canonical_url(service: str) -> str:
+    """The base URL an application is given for outside service ``service`` while its traffic is
+    replayed, and under which recordings keep it (``http://vendors.statekit.invalid``): cassettes do
+    not depend on the port the live service happened to listen on."""
+    return f"http://{service}.{SERVICE_DOMAIN}"
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -72,9 +82,9 @@ class State:
 class FixtureSource:
     """Where an adapter's seeded data comes from: ``statekit assay`` reports and judges it.
 
-    Seed 000 asks "whose data is in the fixtures?" before anything is built: synthetic data avoids
-    the question; a named dataset comes with the terms it is used under; production data carries
-    every obligation the production data carries.
+    Document 000 (the engine brief) asks "whose data is in the fixtures?" before anything is built:
+    synthetic data avoids the question; a named dataset comes with the terms it is used under;
+    production data carries every obligation the production data carries.
     """
 
     name: str

@@ -1,4 +1,4 @@
-"""Where two rollouts part (``statekit bisect``) and what an app upgrade changed (``statekit drift``).
+"""Where two rollouts part (``statekit diverge``) and what an app upgrade changed (``statekit drift``).
 
 The first divergence is found by walking both rollouts in lockstep and comparing digests after
 every step, not by binary search: a later step can make two worlds equal again, so "diverged at k"
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from statekit.capabilities import StateDumps, capability
 from statekit.contract import JSON
 from statekit.digest.diff import StateDiff, diff_dumps
 from statekit.env import Environment
@@ -103,9 +104,10 @@ class DriftReport:
 
 
 def _initial_digest(env: Environment, seed: int) -> tuple[str, dict[str, dict[str, str]], list[str]]:
+    dumps = capability(env.adapter, StateDumps, why="drift compares live schemas")
     with env.open_world(seed) as world:
-        schema = env.adapter.live_schema(world)
-        problems = env.adapter.check_schema(world)
+        schema = dumps.live_schema(world)
+        problems = dumps.check_schema(world)
         try:
             digest = env.adapter.digest(world).digest
         except SpecError as exc:

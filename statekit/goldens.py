@@ -41,8 +41,6 @@ from statekit.strategies.composite import Composite
 from statekit.strategies.cow_fs import CowFilesystem
 from statekit.strategies.memory import InMemory
 from statekit.strategies.pg_template import PostgresTemplate
-from statekit.strategies.prewarmed import Prewarmed
-from statekit.strategies.rewinding import Rewinding
 
 GOLDEN_FORMAT = 1
 
@@ -73,9 +71,8 @@ CODECS: dict[type[ResetStrategy], Codec] = {}
 
 
 def codec_for(strategy: ResetStrategy) -> tuple[ResetStrategy, Codec] | None:
-    """The strategy that holds the data (a pool's inner one) and its codec, or None."""
-    while isinstance(strategy, Prewarmed | Rewinding):
-        strategy = strategy.inner
+    """The strategy that holds the data (a wrapper's innermost one) and its codec, or None."""
+    strategy = strategy.storage
     for cls in type(strategy).__mro__:
         found = CODECS.get(cls)
         if found is not None:

@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 from typing import Any, SupportsFloat
 
-import statekit
+from statekit.envspec import EnvSpec
 from statekit.errors import ConfigError
+from statekit.make import make
 
 try:
     import gymnasium
@@ -65,8 +66,10 @@ class StatekitEnv(gymnasium.Env[str, str]):
     """A statekit environment as a ``gymnasium.Env`` (see the module docstring for the spaces).
 
     Give ``url`` (and ``token``) to play against ``statekit serve``; otherwise the environment is made
-    in-process with ``statekit.make(adapter, **make_options)`` (``db_url``, ``strategy``, ...). Or pass
-    a ready ``env`` (an ``Environment`` or ``RemoteEnvironment``); it is closed with this one.
+    in-process from ``adapter`` (a name, or an ``EnvSpec``) and ``make_options`` (``EnvSpec``'s fields:
+    ``db_url``, ``strategy``, ...), as ``statekit.make`` does. Or pass a ready ``env`` (an
+    ``Environment`` or ``RemoteEnvironment``); it is closed with this one. ``statekit_spec`` is the
+    spec an in-process environment was made from.
     ``reset(seed=None)`` draws the world's seed from Gymnasium's seeded generator, so one seeded reset
     fixes the whole sequence of worlds, as Gymnasium users expect; it draws from the environment's
     world set (``num_worlds``/``start_seed``: given here, made in-process with them, or read from the
@@ -78,7 +81,7 @@ class StatekitEnv(gymnasium.Env[str, str]):
 
     def __init__(
         self,
-        adapter: str | None = None,
+        adapter: str | EnvSpec | None = None,
         *,
         url: str | None = None,
         token: str | None = None,
@@ -92,8 +95,11 @@ class StatekitEnv(gymnasium.Env[str, str]):
         elif env is None:
             if adapter is None:
                 raise ConfigError("StatekitEnv needs an adapter (a registered name), a harness url= or env=")
-            env = statekit.make(adapter, num_worlds=num_worlds, start_seed=start_seed, **make_options)
+            if num_worlds is not None:  # given here, they override the spec's world set
+                make_options.update(num_worlds=num_worlds, start_seed=start_seed)
+            env = make(EnvSpec.of(adapter, **make_options))
         self.env = env
+        self.statekit_spec = env.spec if isinstance(env, Environment) else None
         self.worlds = _world_set(env, num_worlds, start_seed)
         self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=PRINTABLE)
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=PRINTABLE)

@@ -1,36 +1,48 @@
 """The adapter kit: everything an adapter author imports, from one place (see docs/WRAPPING.md).
 
-``statekit`` itself stays light to import; this module brings in the database and digest machinery.
-An adapter for "a SQL database plus directories" subclasses ``SqlAdapter`` and writes its world
-builder, its tools and tasks, and its verifiers; other adapters compose the strategies and digest
-functions below themselves. Nothing an adapter needs lives in a private module.
+``statekit`` is the face for users (``make``, ``EnvSpec``, the environment, the errors); this module is
+the face for adapter authors, and the two share no name (errors come from ``statekit``). An adapter
+implements the core ``Adapter`` and inherits the capabilities it has (``StateDumps``, ``CheckHints``,
+``ToolSchemas``, ``AssayHooks``, ``LiveServices``, ``ContainerImage``, ``DatabaseWorld``). For "a SQL
+database plus directories", ``SqlAdapter`` derives strategies, digest, dump and coverage from the digest
+spec; other adapters compose the strategies and digest functions below themselves. Nothing an adapter
+needs lives in a private module.
 """
 
 from __future__ import annotations
 
-from statekit.adapter import Adapter, Episode, Outcome
+from statekit.adapter import Adapter, AdapterWrapper, EnvSettings, Episode, Outcome
+from statekit.capabilities import (
+    AssayHooks,
+    CheckHints,
+    ContainerImage,
+    DatabaseWorld,
+    LiveServices,
+    StateDumps,
+    ToolSchemas,
+    reference_actions,
+)
 from statekit.collateral import Allow, Expectation
 from statekit.container_mode import serve_command
-from statekit.contract import JSON, FixtureSource, Task, Tool
+from statekit.contract import JSON, FixtureSource, Task, Tool, canonical_url
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.controls import clock
 from statekit.determinism.egress import allow_egress
 from statekit.determinism.jobs import DrainJobs
-from statekit.determinism.replay import CANONICAL_BASE, Replay, ReplayControl
+from statekit.determinism.replay import Replay, ReplayControl, episode_replay
 from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonical_value, register
 from statekit.digest.compute import Digest, TableDigest, combine, hash_rows, merge
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.files import directory_digest, file_dump, file_rows, file_tables
 from statekit.digest.postgres import SEQUENCES_PREFIX, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec, TableSpec
-from statekit.errors import ConfigError, EgressError, ResetError, RewindError, SpecError, StatekitError
-from statekit.home import statekit_home
 from statekit.postgres import PostgresServer, ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND as JOURNAL_BOUND
 from statekit.postgres.journal import Journal
 from statekit.postgres.server import to_conninfo
+from statekit.settings import statekit_home
 from statekit.sql_adapter import DATABASE, SqlAdapter
-from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.base import Builder, Capabilities, ResetStrategy, StrategyWrapper
 from statekit.strategies.composite import Composite
 from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
 from statekit.strategies.cow_fs import CowCopy, CowFilesystem
@@ -38,62 +50,69 @@ from statekit.strategies.memory import InMemory
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
 from statekit.strategies.rewinding import Rewinding
+from statekit.world import World
 
 __all__ = [
     "CANONICALISERS",
-    "CANONICAL_BASE",
     "DATABASE",
     "JOURNAL_BOUND",
     "JSON",
     "SEQUENCES_PREFIX",
     "Adapter",
+    "AdapterWrapper",
     "Allow",
+    "AssayHooks",
     "Builder",
     "Canonicaliser",
+    "Capabilities",
+    "CheckHints",
     "Composite",
-    "ConfigError",
+    "ContainerImage",
     "ContainerPerEpisode",
     "Control",
     "CowCopy",
     "CowFilesystem",
+    "DatabaseWorld",
     "Digest",
     "DigestSpec",
     "DrainJobs",
-    "EgressError",
+    "EnvSettings",
     "Episode",
     "Expectation",
     "FixtureSource",
     "InMemory",
     "Journal",
+    "LiveServices",
     "Outcome",
     "PostgresServer",
     "PostgresTemplate",
     "Prewarmed",
     "Replay",
     "ReplayControl",
-    "ResetError",
     "ResetStrategy",
-    "RewindError",
     "Rewinding",
     "ServerLease",
-    "SpecError",
     "SqlAdapter",
     "StateDump",
-    "StatekitError",
+    "StateDumps",
+    "StrategyWrapper",
     "TableDigest",
     "TableDump",
     "TableSpec",
     "Task",
     "Tool",
+    "ToolSchemas",
     "Violation",
     "World",
     "allow_egress",
     "canonical_json",
+    "canonical_url",
     "canonical_value",
     "clock",
     "combine",
     "directory_digest",
     "docker_client",
+    "episode_replay",
     "exec_in",
     "file_dump",
     "file_rows",
@@ -102,6 +121,7 @@ __all__ = [
     "merge",
     "postgres_digest",
     "postgres_dump",
+    "reference_actions",
     "register",
     "serve_command",
     "statekit_home",

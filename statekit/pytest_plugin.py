@@ -1,18 +1,23 @@
-"""A pytest plugin: determinism tests generated for the adapters a project names.
+"""A pytest plugin: the check plan (``statekit.checks.CheckPlan``) as tests, for the adapters a project
+names.
 
 In ``pyproject.toml``::
 
     [tool.pytest.ini_options]
     statekit_adapters = ["claims_app"]
     statekit_seeds = "7,8"
+    statekit_plan = "full"        # or "quick": determinism, seeds, reset, coverage only
 
-For each adapter it adds ``test_reset_is_deterministic``, ``test_seeds_differ`` and
-``test_reset_restores_initial``, each with exactly the assertions of the determinism checks, using the
-adapter's reference script for the first seed's task, and per task kind
-``test_rewards_resist_exploits[KIND]``: the checker's exploit probes (``statekit.testing.probes``) on
-the first seed, none of which may beat the kind's floor. ``statekit_probe_entities`` and
-``statekit_probe_walk`` set how hard they push (the probes' step budget stays the checker's). A
-database URL can be given with ``--statekit-db-url`` (else the embedded default starts).
+Each step of the plan becomes one test, named by its node id ``statekit[ADAPTER]::TEST``:
+``test_reset_is_deterministic``, ``test_seeds_differ``, ``test_reset_restores_initial``,
+``test_digest_covers_the_schema``, ``test_incremental_digest``, ``test_random_walk_replays``,
+``test_task_kind[KIND]``, ``test_rewound_world_answers_like_a_clone``, ``test_journal_resists_attacks``,
+``test_rewards_resist_exploits[KIND]`` and ``test_controls_do_the_work``; each runs exactly what
+``statekit check`` runs for that step (the full plan with two replays where the command line makes three,
+and the probes on the first seed) and fails with the checker's own message. ``statekit_probe_entities``
+and ``statekit_probe_walk`` set how hard the probes push. A database URL can be given with
+``--statekit-db-url`` (else the embedded default starts). The header of the run prints each adapter's
+``EnvSpec``.
 
 The generated tests join directory runs (``pytest``, ``pytest tests/``), not runs of named files. Each
 is selected by its node id, alone or beside files: ``pytest 'statekit[claims_app]::test_seeds_differ'``;
@@ -23,33 +28,26 @@ a prefix selects a group (``'statekit[claims_app]'``: all of one adapter's,
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import statekit
-from statekit.testing import (
-    ProbeSettings,
-    check_deterministic,
-    check_exploits,
-    check_reset_restores,
-    check_seeds_differ,
-    reference_script,
-)
+from statekit.capabilities import probe_tasks
+from statekit.checks import CheckPlan, CheckReport, ProbeSettings, Step
+from statekit.envspec import EnvSpec
 
-CHECKS = ("test_reset_is_deterministic", "test_seeds_differ", "test_reset_restores_initial")
-EXPLOITS = "test_rewards_resist_exploits"
 NODE_ID = re.compile(r"statekit\[[^\]]+\](::.*)?")
 """A generated test's node id, or a prefix of one (pytest would take it for a path and refuse it)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
-        "statekit_adapters", "adapters to generate determinism tests for", type="linelist", default=[]
+        "statekit_adapters", "adapters to generate the check plan's tests for", type="linelist", default=[]
     )
-    parser.addini("statekit_seeds", "two seeds for the determinism tests", default="7,8")
+    parser.addini("statekit_seeds", "two seeds for the check plan", default="7,8")
+    parser.addini("statekit_plan", "the check plan: full (statekit check's) or quick", default="full")
     defaults = ProbeSettings()
     parser.addini(
         "statekit_probe_entities",
@@ -60,89 +58,65 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--statekit-db-url", default=None, help="PostgreSQL admin URL for generated tests")
 
 
-class _EnvPool:
-    """One environment per adapter for the whole session (its goldens are reused across checks)."""
-
-    def __init__(self, db_url: str | None) -> None:
-        self.db_url = db_url
-        self.envs: dict[str, statekit.Environment] = {}
-
-    def get(self, adapter: str) -> statekit.Environment:
-        if adapter not in self.envs:
-            self.envs[adapter] = statekit.make(adapter, db_url=self.db_url)
-        return self.envs[adapter]
-
-    def close(self) -> None:
-        for env in self.envs.values():
-            env.close()
-        self.envs.clear()
-
-
-class StatekitCheck(pytest.Item):
-    """One generated determinism test (or, with ``kind``, the exploit probes of one task kind)."""
-
-    def __init__(
-        self, *, adapter: str, check: str, seeds: tuple[int, int], kind: str | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(**kwargs)
-        self.adapter = adapter
-        self.check = check
-        self.seeds = seeds
-        self.kind = kind
-
-    def runtest(self) -> None:
-        pool: _EnvPool = self.config.stash[_POOL]
-        env = pool.get(self.adapter)
-        a, b = self.seeds
-        if self.kind is not None:
-            _resist_exploits(env, self.kind, a, self.config)
-            return
-        script = reference_script(env, a)
-        _RUNNERS[self.check](env, a, b, script)
-
-    def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, 0, f"statekit[{self.adapter}]::{self.check}"
-
-
-def _passes(problem: str | None) -> None:
-    """A check's own verdict: None passes, a string is the failure it names."""
-    assert problem is None, problem
-
-
-def _deterministic(env: statekit.Environment, a: int, b: int, script: list[dict[str, Any]]) -> None:
-    _passes(check_deterministic(env, a, script, repeats=2))
-
-
-def _seeds_differ(env: statekit.Environment, a: int, b: int, script: list[dict[str, Any]]) -> None:
-    _passes(check_seeds_differ(env, [a, b], script))
-
-
-def _restores(env: statekit.Environment, a: int, b: int, script: list[dict[str, Any]]) -> None:
-    """The world after reset is hashed afresh: a pool handing out used copies fails here."""
-    _passes(check_reset_restores(env, a, script))
-
-
-def _resist_exploits(env: statekit.Environment, kind: str, seed: int, config: pytest.Config) -> None:
-    settings = ProbeSettings(
+def plan_of(config: pytest.Config) -> CheckPlan:
+    """The plan the ini options describe."""
+    seeds = tuple(int(s) for s in str(config.getini("statekit_seeds")).split(","))
+    if len(seeds) != 2:
+        raise pytest.UsageError("statekit_seeds must name exactly two seeds, e.g. '7,8'")
+    kind = str(config.getini("statekit_plan")).strip()
+    if kind == "quick":
+        return CheckPlan.quick(seeds)
+    if kind != "full":
+        raise pytest.UsageError(f"statekit_plan must be 'full' or 'quick', not {kind!r}")
+    probes = ProbeSettings(
         entities=int(config.getini("statekit_probe_entities")),
         walk_steps=int(config.getini("statekit_probe_walk")),
     )
-    report = check_exploits(env, seeds=[seed], kinds=[kind], settings=settings)
-    assert report.runs, f"no probe ran on task {kind!r}: {report.notes}"
-    assert not report.exploits, "\n".join(run.describe() for run in report.exploits)
+    return CheckPlan(seeds=seeds, repeats=2, probes=probes, probe_seeds=seeds[:1])
 
 
-_RUNNERS: dict[str, Callable[[statekit.Environment, int, int, list[dict[str, Any]]], None]] = {
-    "test_reset_is_deterministic": _deterministic,
-    "test_seeds_differ": _seeds_differ,
-    "test_reset_restores_initial": _restores,
-}
-_POOL = pytest.StashKey[_EnvPool]()
+class _Specs:
+    """Each adapter's ``EnvSpec`` for the session. Every generated test makes its own environment from
+    it and closes it after (goldens stay cached, so that costs milliseconds): an environment left open
+    would keep the egress guard on for the other tests of the process."""
+
+    def __init__(self, db_url: str | None) -> None:
+        self.db_url = db_url
+
+    def spec(self, adapter: str) -> EnvSpec:
+        return EnvSpec(adapter, db_url=self.db_url)
+
+
+class StatekitCheck(pytest.Item):
+    """One step of the check plan on one adapter."""
+
+    def __init__(self, *, adapter: str, step: Step, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.adapter = adapter
+        self.step = step
+
+    def runtest(self) -> None:
+        report = CheckReport()
+        with self.config.stash[_SPECS].spec(self.adapter).make() as env:
+            self.step.run(env, report)
+            declared = probe_tasks(env.adapter)
+        assert not report.problems, "\n".join(report.problems)
+        if self.step.name.startswith("tasks_robust"):
+            assert report.probe_runs, f"no probe ran on {self.step.name}: {report.notes}"
+        if self.step.name == "controls":  # a control a task is said to exercise must be proved
+            unproved = [name for name in declared if report.controls.get(name) is not True]
+            assert not unproved, f"controls {unproved} have a probe task but were not proved: {report.notes}"
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, f"statekit[{self.adapter}]::{self.step.test}"
+
+
+_SPECS = pytest.StashKey[_Specs]()
 _SELECTED = pytest.StashKey[list[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_POOL] = _EnvPool(config.getoption("--statekit-db-url"))
+    config.stash[_SPECS] = _Specs(config.getoption("--statekit-db-url"))
     # Node ids of generated tests are not paths: take them out of the arguments pytest collects from
     # (it would refuse them) and select those tests when they are generated.
     config.stash[_SELECTED] = [arg for arg in config.args if NODE_ID.fullmatch(arg)]
@@ -150,53 +124,46 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [arg for arg in config.args if not NODE_ID.fullmatch(arg)]
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if _POOL in config.stash:
-        config.stash[_POOL].close()
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    adapters = config.getini("statekit_adapters")
+    if not adapters or _SPECS not in config.stash:
+        return []
+    return [
+        f"statekit plan {config.getini('statekit_plan')}: {config.stash[_SPECS].spec(a).describe()}"
+        for a in adapters
+    ]
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
+) -> Iterator[None]:
+    """The generated tests are added before any other plugin marks, orders or deselects tests."""
+    _generate(session, config, items)
+    yield
+
+
+def _generate(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     adapters = config.getini("statekit_adapters")
     selected = config.stash.get(_SELECTED, [])
     if not adapters or (_only_files_named(config) and not selected):
         if selected:
             raise pytest.UsageError(f"{selected[0]}: no statekit_adapters are configured (pytest ini)")
         return
-    seeds = tuple(int(s) for s in str(config.getini("statekit_seeds")).split(","))
-    if len(seeds) != 2:
-        raise pytest.UsageError("statekit_seeds must name exactly two seeds, e.g. '7,8'")
+    plan = plan_of(config)
     generated = []
     for adapter in adapters:
-        for check in CHECKS:
-            name = f"statekit[{adapter}]::{check}"
+        for step in _steps(plan, adapter):
+            name = f"statekit[{adapter}]::{step.test}"
             if _wanted(name, selected):
                 generated.append(
-                    StatekitCheck.from_parent(
-                        session, name=name, nodeid=name, adapter=adapter, check=check, seeds=seeds
-                    )
-                )
-        probes = f"statekit[{adapter}]::{EXPLOITS}"
-        if selected and not any(probes.startswith(s) or s.startswith(probes) for s in selected):
-            continue  # the adapter's task kinds are not asked when none of its probe tests is wanted
-        for kind in _task_kinds(adapter):
-            name = f"{probes}[{kind}]"
-            if _wanted(name, selected):
-                generated.append(
-                    StatekitCheck.from_parent(
-                        session,
-                        name=name,
-                        nodeid=name,
-                        adapter=adapter,
-                        check=EXPLOITS,
-                        seeds=seeds,
-                        kind=kind,
-                    )
+                    StatekitCheck.from_parent(session, name=name, nodeid=name, adapter=adapter, step=step)
                 )
     for wanted in selected:
         if not any(_wanted(item.nodeid, [wanted]) for item in generated):
-            known = [f"statekit[{a}]::{test}" for a in adapters for test in (*CHECKS, f"{EXPLOITS}[KIND]")]
+            known = sorted(
+                {f"statekit[{a}]::{step.test.split('[')[0]}" for a in adapters for step in _steps(plan, a)}
+            )
             raise pytest.UsageError(
                 f"{wanted}: no such generated test; the statekit_adapters generate {', '.join(known)}. "
                 "Name one (`pytest --collect-only -q` lists them) or a prefix: statekit[ADAPTER], "
@@ -213,15 +180,15 @@ def _wanted(nodeid: str, selected: list[str]) -> bool:
     return any(nodeid == s or nodeid.startswith((f"{s}::", f"{s}[")) for s in selected)
 
 
-def _task_kinds(adapter: str) -> list[str]:
-    """The adapter's task kinds, known without a world (resolving an adapter builds nothing). An
-    adapter that cannot be resolved has none here: its determinism tests fail, saying why."""
+def _steps(plan: CheckPlan, adapter: str) -> list[Step]:
+    """The plan's steps for ``adapter``, known without a world (resolving an adapter builds nothing).
+    An adapter that cannot be resolved gets the steps that need no task kinds: they fail, saying why."""
     try:
-        resolved = statekit.resolve_adapter(adapter)
+        resolved = EnvSpec(adapter).resolve_adapter()
     except Exception:
-        return []
+        return plan.steps([])
     try:
-        return list(resolved.task_kinds())
+        return plan.steps(resolved.task_kinds())
     finally:
         resolved.close()
 
@@ -230,8 +197,3 @@ def _only_files_named(config: pytest.Config) -> bool:
     """``pytest path/to/test_x.py`` runs just that file; the generated tests join directory runs."""
     paths = [arg.split("::")[0] for arg in config.args]
     return bool(paths) and all(Path(p).is_file() for p in paths)
-
-
-def generated_items(items: list[pytest.Item]) -> Iterator[StatekitCheck]:
-    """The generated tests among ``items`` (for plugin self-tests)."""
-    return (item for item in items if isinstance(item, StatekitCheck))

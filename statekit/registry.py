@@ -1,4 +1,6 @@
-"""Resolve adapters in one place: an instance, a class, a registered name, or ``"pkg.mod:attr"``."""
+"""Where adapters are found: the names installed distributions register (``statekit_adapters`` entry
+points), and ``"pkg.mod:attr"`` paths. ``statekit.adapter.resolve_adapter`` turns either (or a class,
+or an instance) into an adapter."""
 
 from __future__ import annotations
 
@@ -6,11 +8,24 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from statekit.adapter import Adapter
 from statekit.errors import ConfigError
 
 ENTRY_POINT_GROUP = "statekit_adapters"
 """Installed distributions name their adapters here (statekit's own: ``claims_app``, ``code_env``)."""
+
+
+def lookup(name: str) -> Any:
+    """The object a registered name or a ``"pkg.mod:attr"`` path names, or a ConfigError naming what
+    was tried."""
+    known = registered()
+    if name in known:
+        return load(known[name])
+    if ":" in name:
+        return load(name)
+    raise ConfigError(
+        f"unknown adapter {name!r}: registered adapters are {sorted(known)}; or give a "
+        "'package.module:attribute' path"
+    )
 
 
 def registered() -> dict[str, str]:
@@ -18,7 +33,7 @@ def registered() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def _load(path: str) -> Any:
+def load(path: str) -> Any:
     module_name, _, attr = path.partition(":")
     if not attr:
         raise ConfigError(f"adapter path {path!r} must look like 'package.module:attribute'")
@@ -30,32 +45,3 @@ def _load(path: str) -> Any:
         return getattr(module, attr)
     except AttributeError as exc:
         raise ConfigError(f"module {module_name!r} has no attribute {attr!r}") from exc
-
-
-def resolve_adapter(spec: Adapter | type[Adapter] | str, **options: Any) -> Adapter:
-    """Turn ``spec`` into an Adapter instance, or raise ConfigError naming what was tried."""
-    if isinstance(spec, Adapter):
-        if options:
-            raise ConfigError("options cannot be applied to an adapter instance; pass its class or name")
-        return spec
-    target: Any = spec
-    if isinstance(spec, str):
-        known = registered()
-        if spec in known:
-            target = _load(known[spec])
-        elif ":" in spec:
-            target = _load(spec)
-        else:
-            raise ConfigError(
-                f"unknown adapter {spec!r}: registered adapters are {sorted(known)}; "
-                "or give a 'package.module:attribute' path"
-            )
-    if isinstance(target, type) and issubclass(target, Adapter):
-        return target(**options)
-    if isinstance(target, Adapter):
-        return target
-    if callable(target):
-        made = target(**options)
-        if isinstance(made, Adapter):
-            return made
-    raise ConfigError(f"{spec!r} is not a statekit Adapter (class, instance or factory)")

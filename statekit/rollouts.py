@@ -92,10 +92,6 @@ class Trajectory:
     def digest(self) -> str:
         return hashlib.sha256(self.to_json()).hexdigest()
 
-    @property
-    def total_reward(self) -> float:
-        return sum(self.rewards)
-
 
 @dataclass(frozen=True)
 class EpisodeSpec:

@@ -4,7 +4,7 @@ Procedurally generated benchmarks do the same (procgen's ``num_levels``/``start_
 draws from a fixed set of levels, evaluation from all of them. ``WorldSet(count=200, start=0)``
 makes a seedless reset pick one of seeds 0-199; explicit seeds are never restricted.
 
-The trade-off. A finite set keeps every world in the snapshot cache (each is built once, then every
+The trade-off. A finite set keeps every world in the world cache (each is built once, then every
 reset is a clone of milliseconds, and the disk holds ``count`` goldens), but an agent trained on it
 sees only those worlds and can overfit them (procgen measured the generalisation gap this opens).
 Unbounded (the default) gives every seedless reset a world it may never have seen, at the price of a
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from statekit.determinism.ids import true_randbelow
+from statekit.entropy import true_randbelow
 from statekit.errors import ConfigError
 
 SEED_BOUND = 2**31

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from statekit.adapter import Adapter
+from statekit.capabilities import DatabaseWorld, StateDumps
 from statekit.collateral import journal_changes
 from statekit.digest.compute import Digest, merge
 from statekit.digest.coverage import coverage_problems, live_columns
@@ -30,10 +31,10 @@ from statekit.digest.files import TABLE_PREFIX, directory_digest, file_dump
 from statekit.digest.postgres import connect, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec
 from statekit.errors import ConfigError
-from statekit.home import statekit_home
 from statekit.postgres import ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND, Journal
 from statekit.postgres.server import to_conninfo
+from statekit.settings import statekit_home
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.composite import Composite
 from statekit.strategies.cow_fs import CowCopy, CowFilesystem
@@ -44,7 +45,7 @@ DATABASE = "db"
 """The name of the database part of a world (``world.handle[DATABASE]``)."""
 
 
-class SqlAdapter(Adapter):
+class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
     """A PostgreSQL database plus the spec's directories; subclasses set ``name`` and ``spec``."""
 
     spec: DigestSpec

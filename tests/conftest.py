@@ -1,9 +1,16 @@
-"""Session-wide real services: one private PostgreSQL cluster for the whole test run.
+"""Session-wide real services, and how the suite is spread over processes.
 
-The cluster is statekit's own embedded default (``SharedCluster``) under a throwaway
-``STATEKIT_HOME``, so environments made without a URL in tests (the pytest plugin's generated tests,
-``statekit.make``) and the fixtures below share one server. Set ``STATEKIT_TEST_PG_URL`` to use an
-existing server instead (an admin URL, e.g. to the ``postgres`` database).
+Each test process (the README's test command runs several, with pytest-xdist) has a private
+PostgreSQL cluster for its whole run: statekit's own embedded default (``EmbeddedPostgres``) under a
+throwaway ``STATEKIT_HOME``, so environments made without a URL in tests (the pytest plugin's
+generated tests, ``statekit.make``) and the fixtures below share one server. Set
+``STATEKIT_TEST_PG_URL`` to use an existing server instead (an admin URL, e.g. to the ``postgres``
+database).
+
+``GROUPS`` keeps tests that share a machine-wide resource in one process, one after another (a
+pytest-xdist scheduler of our own, ``pytest_xdist_make_scheduler``): the code sandbox's uids and
+cgroups, Ray clusters, Docker image builds. ``SLOW`` marks the system tests a contributor's quick run
+leaves out (``scripts/test.sh --quick``: ``-m "not slow"`` and the quick check plan).
 """
 
 from __future__ import annotations
@@ -18,11 +25,20 @@ from pathlib import Path
 
 import pytest
 
-from statekit.postgres import PostgresServer, SharedCluster
-from statekit.postgres.cluster import EmbeddedCluster
+from statekit.postgres import EmbeddedPostgres, PostgresServer, roles
+from statekit.postgres.cluster import PgCluster
 
 _HOME = tempfile.mkdtemp(prefix="statekit-test-home-")
 os.environ["STATEKIT_HOME"] = _HOME
+_OWNS_SHARED = "STATEKIT_TEST_SHARED" not in os.environ  # the first process: xdist's, or a serial run
+_SHARED = Path(
+    os.environ.setdefault("STATEKIT_TEST_SHARED", tempfile.mkdtemp(prefix="statekit-test-shared-"))
+)
+# The code environment's task validation is keyed by content and safe to share between processes
+# (a lock makes them take turns): every test process of a run validates the task store once, together.
+(Path(_HOME) / "code_env").mkdir()
+(_SHARED / "code_env-validation").mkdir(exist_ok=True)
+(Path(_HOME) / "code_env" / "validation").symlink_to(_SHARED / "code_env-validation")
 os.environ["STATEKIT_PG_LINGER"] = (
     "0"  # commands run by tests stop their servers (one test lingers on purpose)
 )
@@ -33,8 +49,10 @@ def _remove_home() -> None:
     """Every user of the test cluster is this process, and it is exiting: stop the server, delete it."""
     cluster_dir = Path(_HOME) / "pg"
     if (cluster_dir / "data").exists():
-        EmbeddedCluster(cluster_dir).stop_server()
+        PgCluster(cluster_dir).stop_server()
     shutil.rmtree(_HOME, ignore_errors=True)
+    if _OWNS_SHARED:
+        shutil.rmtree(_SHARED, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +62,10 @@ def pg_cluster() -> Iterator[PostgresServer]:
     if url:
         yield PostgresServer(url)
         return
-    shared = SharedCluster()
+    shared = EmbeddedPostgres()
     server = shared.acquire()
+    with server.admin() as conn:  # as statekit closes them on a server it runs, whichever test is first
+        roles.close_server(conn)
     yield server
     shared.release()
 
@@ -63,3 +83,58 @@ def fresh_db_url(pg_cluster: PostgresServer) -> Iterator[str]:
     url = pg_cluster.create_database(name)
     yield url
     pg_cluster.drop_database(name)
+
+
+GROUPS = {
+    "code_env": ("tests/code_env/", "statekit[code_env]", "tests/assay/test_adapters_ship.py::"),
+    "ray": ("tests/ray/",),
+    "docker": ("tests/containers/", "tests/docker/", "tests/assay/test_claims_assay.py::"),
+}
+"""Per group, the node ids (by prefix) whose tests run in one process, one at a time."""
+
+SLOW = (
+    "tests/code_env/",
+    "tests/ray/",
+    "tests/containers/",
+    "tests/docker/",
+    "tests/assay/test_adapters_ship.py::",
+    "tests/assay/test_claims_assay.py::",
+    "tests/postgres/test_server_death.py::",
+    "tests/postgres/test_journal_crash.py::",
+    "tests/harness/test_serve_cli.py::",
+    "tests/harness/test_workers.py::",
+    "tests/harness/test_concurrency.py::",
+    "tests/harness/test_fuzz.py::",
+    "tests/core/test_linger.py::",
+    "tests/adapters/test_claims_rewind.py::test_random_episodes",
+    "tests/adapters/test_claims_cache.py::",
+    "tests/docs/",
+    "tests/testing/test_plugin.py::",
+    "statekit[code_env]",
+)
+"""Node-id prefixes of the slow system tests (real Docker, Ray clusters, killed servers, served
+subprocesses, the code sandbox, long property runs)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow tests, and run the groups first: each is a long chain in one process, and
+    starting it last would leave the other processes idle at the end of the run."""
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+    grouped = tuple(prefix for prefixes in GROUPS.values() for prefix in prefixes)
+    long = (*SLOW, "statekit[")  # the slow ones and the plugin's generated ones next, the many short last
+    items.sort(key=lambda item: (not item.nodeid.startswith(grouped), not item.nodeid.startswith(long)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Spread tests one by one over the processes, except each group of ``GROUPS``: a group's tests go
+    to one process, in order (xdist's own ``loadgroup`` needs markers it reads from node ids, which
+    pytest 9 no longer lets it rewrite)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return next((name for name, prefixes in GROUPS.items() if nodeid.startswith(prefixes)), nodeid)
+
+    return GroupScheduling(config, log)

@@ -36,27 +36,35 @@ from examples.claims_app.config import Settings
 from examples.claims_app.db import create_schema, make_engine, make_session_factory
 from examples.claims_app.models import Adjuster, AuthSession, Base
 from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
+from statekit import ConfigError
 from statekit.kit import (
-    CANONICAL_BASE,
     JOURNAL_BOUND,
     JSON,
-    ConfigError,
+    AssayHooks,
+    CheckHints,
+    ContainerImage,
     Control,
     DigestSpec,
     DrainJobs,
+    EnvSettings,
     Episode,
     Expectation,
     FixtureSource,
+    LiveServices,
     Outcome,
     Replay,
     ReplayControl,
     SqlAdapter,
     Task,
     Tool,
+    ToolSchemas,
     World,
+    episode_replay,
 )
 
 BUILDER_VERSION = "3"
+VENDORS = "vendors"
+"""The one outside service the app calls (fraud scoring, payments, address validation)."""
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = ROOT / "digests" / "claims_app.toml"
 CASSETTE_DIR = ROOT / "replay_cassettes" / "claims_app"
@@ -221,15 +229,15 @@ class ClaimsEpisode(Episode):
         self.app.engine.dispose()
 
 
-class ClaimsAdapter(SqlAdapter):
+class ClaimsAdapter(SqlAdapter, CheckHints, ToolSchemas, AssayHooks, LiveServices, ContainerImage):
     """``statekit.make("claims_app", scale=1)``: scale 1 is ~9 MB per world (mostly PostgreSQL's own).
 
     ``journal_bound`` caps the row changes an episode may make and still be rewound (past it, the
     world is replaced by a clone).
 
-    Outbound calls replay ``replay_cassettes/claims_app/seed-N.yaml``. ``record=True`` (with live
-    vendors at ``vendors_url``) records new interactions into those cassettes instead;
-    ``statekit record claims_app`` does that for a range of seeds.
+    Outbound calls to the vendors (one outside service, ``vendors``: fraud scoring, payments, address
+    validation) replay ``replay_cassettes/claims_app/seed-N.yaml``; ``statekit record claims_app``
+    records them anew from the live vendors (``live_services``) for a range of seeds.
     """
 
     name = "claims_app"
@@ -247,18 +255,12 @@ class ClaimsAdapter(SqlAdapter):
         self,
         scale: int = 1,
         *,
-        vendors_url: str | None = None,
-        record: bool = False,
         cassette_dir: str | Path | None = None,
         journal_bound: int = JOURNAL_BOUND,
     ) -> None:
         if scale < 1:
             raise ConfigError("scale must be at least 1")
-        if record and not vendors_url:
-            raise ConfigError("record=True needs vendors_url: the live vendors to record from")
         self.scale = scale
-        self.vendors_url = vendors_url.rstrip("/") if vendors_url else None
-        self.record = record
         self.cassette_dir = Path(cassette_dir) if cassette_dir else CASSETTE_DIR
         self.journal_bound = journal_bound
         self.spec = DigestSpec.load(SPEC_PATH)
@@ -275,19 +277,15 @@ class ClaimsAdapter(SqlAdapter):
     def container_image(self, client: Any) -> str:
         """The claims image (``images/claims.Dockerfile``): the app, its embedded PostgreSQL and
         ``statekit serve claims_app``; it serves the default world only."""
-        if self.scale != 1 or self.record or self.vendors_url:
+        if self.scale != 1:
             raise ConfigError("the container strategy runs the default world (scale 1, replayed vendors)")
         return ensure_image(client)
 
     @contextmanager
-    def live_services(self) -> Iterator[dict[str, Any]]:
-        """The vendor stubs, live, in their own process."""
+    def live_services(self) -> Iterator[dict[str, str]]:
+        """The vendor stubs, live, in their own process: one service, ``vendors``."""
         with live_vendors() as url:
-            yield {"scale": self.scale, "vendors_url": url, "cassette_dir": str(self.cassette_dir)}
-
-    def allowed_endpoints(self) -> list[str]:
-        """Live vendors, when the adapter was pointed at them (recording, or replay switched off)."""
-        return [self.vendors_url] if self.vendors_url else []
+            yield {VENDORS: url}
 
     def cassette(self, seed: int) -> Path:
         return self.cassette_dir / f"seed-{seed}.yaml"
@@ -303,28 +301,6 @@ class ClaimsAdapter(SqlAdapter):
                 synthetic=True,
             )
         ]
-
-    def _outbound_base(self) -> tuple[str, bool]:
-        """(vendor base URL the app is given, whether calls are replayed)."""
-        if "outbound" in self.disabled_controls:
-            if not self.vendors_url:
-                raise ConfigError(
-                    "with the outbound control off the app needs live vendors: pass vendors_url="
-                )
-            return self.vendors_url, False
-        if self.record:
-            assert self.vendors_url is not None
-            return self.vendors_url, True
-        return CANONICAL_BASE, True
-
-    def _outbound(self, seed: int) -> tuple[str, Replay | None]:
-        """(vendor base URL the app is given, the replay in force)."""
-        base, replayed = self._outbound_base()
-        if not replayed:
-            return base, None
-        if self.record:
-            return base, Replay(self.cassette(seed), record=True, live_base=self.vendors_url)
-        return base, Replay(self.cassette(seed))
 
     def build_world(self, world: World, seed: int) -> None:
         engine = make_engine(self.database_url(world))
@@ -342,8 +318,8 @@ class ClaimsAdapter(SqlAdapter):
         finally:
             _forget_engine(engine)
 
-    def attach(self, world: World) -> ClaimsApp | None:
-        base, _ = self._outbound_base()
+    def attach(self, world: World, env: EnvSettings) -> ClaimsApp | None:
+        base = env.service_url(VENDORS)
         settings = Settings(
             db_url=self.database_url(world),
             upload_dir=self.directory(world, "uploads"),
@@ -359,7 +335,14 @@ class ClaimsAdapter(SqlAdapter):
             app.close()
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         if not isinstance(app, ClaimsApp):
             raise ConfigError("the claims episode needs the application statekit attached to its world")
@@ -368,13 +351,13 @@ class ClaimsAdapter(SqlAdapter):
             with app.sessions() as session:
                 try:
                     wanted = str(requested) if requested is not None else None
-                    task = choose_task(session, seed, wanted, self.task_pool())
+                    task = choose_task(session, seed, wanted, list(settings.task_pool))
                 except ValueError as exc:
                     raise ConfigError(str(exc)) from exc
             app.engine.dispose()
         assert isinstance(task, ClaimsTask)
-        _, replay = self._outbound(seed)
-        return ClaimsEpisode(app, task, replay=replay, drain_jobs="jobs" not in self.disabled_controls)
+        replay = episode_replay(self.cassette(seed), settings)
+        return ClaimsEpisode(app, task, replay=replay, drain_jobs=settings.control_on("jobs"))
 
     def task_kinds(self) -> list[str]:
         return sorted(KINDS)

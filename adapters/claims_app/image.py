@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from statekit.kit import ConfigError
+from statekit import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "statekit/base:bookworm"

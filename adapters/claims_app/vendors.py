@@ -12,7 +12,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from statekit.kit import StatekitError
+from statekit import StatekitError
+from statekit.kit import allow_egress
 
 
 def _free_port() -> int:
@@ -34,8 +35,9 @@ def live_vendors(timeout: float = 20.0) -> Iterator[str]:
     try:
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            try:  # an environment open in this process refuses unannounced destinations: announce it
+                with allow_egress(f"127.0.0.1:{port}"):
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:

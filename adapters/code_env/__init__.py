@@ -1,4 +1,4 @@
-"""The code environment: seed 001's coding world, built on statekit's public API only.
+"""The code environment: the environment brief's (document 001) coding world, on statekit's public API.
 
 - World: one directory tree per seed holding every pool task's starting files (``<task>/``, each
   with a seeded sample of visible examples), reset by ``CowFilesystem``; the episode's working
@@ -35,19 +35,24 @@ from adapters.code_env.sandbox.process import DEFAULT_PYTHON
 from adapters.code_env.tasks import TASKS_DIR, VISIBLE_FILE, TaskSpec, load_tasks
 from adapters.code_env.tools import HANDLERS, PATH_ERRORS, TOOLS, ToolError, Workspace
 from adapters.code_env.validate import Pool, validate_pool, write_tree
-from statekit import (
+from statekit import ConfigError
+from statekit.kit import (
     Adapter,
-    ConfigError,
+    AssayHooks,
+    CheckHints,
     CowFilesystem,
     Digest,
+    EnvSettings,
     Episode,
     FixtureSource,
     Outcome,
     ResetStrategy,
     Rewinding,
     StateDump,
+    StateDumps,
     Task,
     Tool,
+    ToolSchemas,
     World,
     file_dump,
     statekit_home,
@@ -135,8 +140,9 @@ def _draw_seed() -> int:
     return random.getrandbits(63)
 
 
-class CodeEnvAdapter(Adapter):
-    """Seed 001's coding environment. Options (``statekit.make("code_env", **options)``):
+class CodeEnvAdapter(Adapter, StateDumps, CheckHints, ToolSchemas, AssayHooks):
+    """The environment brief's (document 001) coding environment. Options
+    (``statekit.make("code_env", **options)``):
 
     ``tasks_dir`` (another task store), ``tasks`` (ids to keep), ``limits`` (a dict overriding
     ``sandbox.base.Limits``), ``python`` (the sandbox's interpreter for ``subprocess``),
@@ -203,8 +209,11 @@ class CodeEnvAdapter(Adapter):
                 )
         return self._pool
 
-    def choose_task(self, seed: int) -> str:
-        ids = self.pool.ids
+    def choose_task(self, seed: int, pool: tuple[str, ...] | None = None) -> str:
+        """The task ``seed`` poses: drawn from the validated tasks in ``pool`` (default: all of them)."""
+        ids = [task_id for task_id in self.pool.ids if pool is None or task_id in pool]
+        if not ids:
+            raise ConfigError(f"no task is left to pose: the pool {self.pool.ids} is excluded entirely")
         return ids[random.Random(f"code_env:task:{seed}").randrange(len(ids))]
 
     # -- the adapter contract ------------------------------------------------------------------------
@@ -235,9 +244,11 @@ class CodeEnvAdapter(Adapter):
         seed: int,
         options: dict[str, Any],
         task: Task | None,
-        app: Any = None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
-        task_id = task.kind if task is not None else str(options.get("task") or self.choose_task(seed))
+        chosen = options.get("task") or self.choose_task(seed, settings.task_pool)
+        task_id = task.kind if task is not None else str(chosen)
         spec = self.pool.tasks.get(task_id)
         if spec is None:
             why = (

@@ -17,6 +17,7 @@ from typing import Any
 import statekit
 from adapters.code_env import CodeEnvAdapter
 from adapters.code_env.baselines import POLICIES, run_episode, run_script
+from statekit.kit import reference_actions
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -80,7 +81,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         reference = []
         for task_id in env.adapter.task_kinds():
             env.reset(seed=0, options={"task": task_id})
-            script = env.adapter.reference_actions(env.task)
+            script = reference_actions(env.adapter, env.task)
             reference.append(run_script(env, 0, script, options={"task": task_id}))
         rows["reference"] = reference
     for name, results in rows.items():

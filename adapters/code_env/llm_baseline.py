@@ -234,14 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     env: Any
     allowance = None
     if args.env_url:
-        from statekit.client import RemoteEnvironment
+        from statekit import RemoteEnvironment
 
         env = RemoteEnvironment(args.env_url, token=args.token)
     else:
         import statekit
+        import statekit.kit
 
         env = statekit.make("code_env")
-        allowance = statekit.allow_egress(args.llm_url)  # the model's API, past the environment's guard
+        allowance = statekit.kit.allow_egress(args.llm_url)  # the model's API, past the environment's guard
     try:
         task_ids = args.tasks.split(",") if args.tasks else _task_ids(env)
         attempts = [

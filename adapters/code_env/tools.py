@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statekit import Tool
+from statekit.kit import Tool
 
 MAX_WRITE_BYTES = 100_000
 MAX_LISTED = 500

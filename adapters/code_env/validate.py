@@ -25,6 +25,7 @@ version: a verdict holds only for the sandbox it was reached in.
 from __future__ import annotations
 
 import ast
+import fcntl
 import hashlib
 import json
 import logging
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.code_env.grader import grade
-from adapters.code_env.sandbox.base import Sandbox, SandboxSession
+from adapters.code_env.sandbox.base import AST_LOCK, Sandbox, SandboxSession
 from adapters.code_env.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -131,12 +132,13 @@ def trivial_solutions(task: TaskSpec) -> dict[str, dict[str, str]]:
     ``raise`` (keyed by the returned expression, or by the raise statement)."""
     path = f"{task.module}.py"
     out = {}
-    for body in (*TRIVIAL_RETURNS, *raising_bodies(task)):
-        copy = ast.parse(task.start[path])
-        for node in ast.walk(copy):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                node.body = [_trivial_statement(node, body)]
-        out[body] = {path: ast.unparse(ast.fix_missing_locations(copy)) + "\n"}
+    with AST_LOCK:
+        for body in (*TRIVIAL_RETURNS, *raising_bodies(task)):
+            copy = ast.parse(task.start[path])
+            for node in ast.walk(copy):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    node.body = [_trivial_statement(node, body)]
+            out[body] = {path: ast.unparse(ast.fix_missing_locations(copy)) + "\n"}
     return out
 
 
@@ -223,8 +225,25 @@ def validate_pool(
     repeats: int = REPEATS,
     progress: Callable[[Verdict], None] | None = None,
 ) -> Pool:
-    """Validate every task not yet validated for this sandbox (in ``workers`` sessions at once)."""
+    """Validate every task not yet validated for this sandbox (in ``workers`` sessions at once).
+
+    Processes that validate the same cache at once (a harness's workers, starting together) take
+    turns under a lock on it: the first validates, the others then find its verdicts cached."""
     cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _validate_pool(tasks, sandbox, cache_dir, workers=workers, repeats=repeats, progress=progress)
+
+
+def _validate_pool(
+    tasks: Mapping[str, TaskSpec],
+    sandbox: Sandbox,
+    cache_dir: Path,
+    *,
+    workers: int | None,
+    repeats: int,
+    progress: Callable[[Verdict], None] | None,
+) -> Pool:
     identity = json.dumps(
         {**sandbox.describe(), "validator": VALIDATOR_VERSION, "repeats": repeats}, sort_keys=True
     )

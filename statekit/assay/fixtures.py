@@ -1,9 +1,10 @@
 """Whose data is in the fixtures: the adapter's declared sources, judged against the policy.
 
-Production data is always a finding (seed 000: it carries every obligation the production data
-carries). Synthetic sources hold nobody's data. A named source is accepted when the policy lists it
-by name, or when its terms are an SPDX expression the policy accepts; otherwise it is unknown until
-a person reads the terms. An adapter that declares nothing is unknown: the question is unanswered.
+Production data is always a finding (document 000, the engine brief: it carries every obligation the
+production data carries). Synthetic sources hold nobody's data. A named source is accepted when the
+policy lists it by name, or when its terms are an SPDX expression the policy accepts; otherwise it is
+unknown until a person reads the terms. An adapter that declares nothing is unknown: the question is
+unanswered.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def assess(
     if not sources:
         reason = (
             f"adapter {adapter!r} does not declare where its seeded data comes from: "
-            "implement Adapter.fixture_sources()"
+            "give it the AssayHooks capability (fixture_sources())"
         )
         return [], [Finding("fixtures", adapter, "unknown", reason)]
     rows, findings = [], []

@@ -1,4 +1,5 @@
-"""``statekit assay``: the three questions of seed 000, asked of any adapter before anything ships.
+"""``statekit assay``: the three questions of document 000 (the engine brief), asked of any adapter
+before anything ships.
 
 1. May the application and everything shipped with it be redistributed? The adapter's own
    distribution and the Python closure it runs; with an image strategy (``container``), instead of
@@ -13,14 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from statekit.adapter import Adapter
+from statekit.adapter import Adapter, resolve_adapter
 from statekit.assay import debian, fixtures, leaks, python_dists, traffic
 from statekit.assay.image import DIST_METADATA, read_files
 from statekit.assay.policy import Policy
 from statekit.assay.report import AssayReport, Finding, Shipped
+from statekit.capabilities import AssayHooks, replay_control
 from statekit.container_mode import adapter_for
 from statekit.errors import ConfigError
-from statekit.registry import resolve_adapter
 from statekit.strategies.base import ResetStrategy
 
 IMAGE_STRATEGIES = ("container",)
@@ -104,12 +105,14 @@ def assay(
             for c in report.components
             if c.verdict != "yes"
         ]
-        report.fixtures, found = fixtures.assess(resolved.fixture_sources(), resolved.name, policy)
+        hooks = resolved if isinstance(resolved, AssayHooks) else None
+        sources = hooks.fixture_sources() if hooks else []
+        report.fixtures, found = fixtures.assess(sources, resolved.name, policy)
         report.findings += found
-        cassettes = sorted(Path(p) for p in resolved.cassettes())
+        cassettes = sorted(Path(p) for p in (hooks.cassettes() if hooks else []))
         recorded: dict[Path, Any] = {path: traffic.read_cassette(path) for path in cassettes}
         report.cassettes = [traffic.label(p) for p in cassettes]
-        report.hosts, found = traffic.assess(cassettes, recorded, resolved.name, resolved.replay_control)
+        report.hosts, found = traffic.assess(cassettes, recorded, resolved.name, replay_control(resolved))
         report.findings += found
         report.findings += leaks.scan(recorded, policy)
         return report

@@ -109,12 +109,12 @@ def assess(
     replay_control: str | None,
 ) -> tuple[list[dict[str, Any]], list[Finding]]:
     """(one row per recorded host with its provenance and verdict, the findings). ``replay_control``
-    is the adapter's control that replays outbound traffic (``Adapter.replay_control``), if any."""
+    is the adapter's control that replays outbound traffic, if any (``capabilities.replay_control``)."""
     if not cassettes:
         if replay_control:
             reason = (
                 f"adapter {adapter!r} replays outbound traffic (control {replay_control!r}) but lists no "
-                "cassettes: implement Adapter.cassettes()"
+                "cassettes: give it the AssayHooks capability (cassettes())"
             )
             return [], [Finding("traffic", adapter, "unknown", reason)]
         return [], []

@@ -45,7 +45,7 @@ class Control(ABC):
 
     ``name`` is what ``disable_controls`` and ``statekit check``'s ``controls.NAME`` call it.
     ``needs_live_services``: with this control off the application talks to the real thing, so the
-    removal check starts ``Adapter.live_services()`` first (e.g. outbound replay).
+    removal check starts the adapter's ``LiveServices`` first (e.g. outbound replay).
     """
 
     name: ClassVar[str]

@@ -1,5 +1,5 @@
 """A virtual clock: its epoch derives from the seed and it moves only when statekit (or a world
-builder, through ``statekit.clock()``) moves it.
+builder, through ``statekit.kit.clock()``) moves it.
 
 Python's clock is patched with time-machine (``tick=False``: time stands still within a controlled
 call, so nothing depends on how long a step took). We chose time-machine over freezegun because it
@@ -32,7 +32,7 @@ def epoch_for(seed: int) -> datetime:
 class VirtualClock(Control):
     """The episode's (or the build's) time. ``active()`` makes Python's clock read it; ``advance()``
     moves it, and moves Python's clock with it when called while active (a world builder that wants
-    its rows stamped at different instants calls ``statekit.clock().advance(...)`` between them)."""
+    its rows stamped at different instants calls ``statekit.kit.clock().advance(...)`` between them)."""
 
     name: ClassVar[str] = "clock"
 

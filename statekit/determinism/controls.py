@@ -32,12 +32,12 @@ from statekit.determinism.ids import HeldGenerators, SeededIds
 from statekit.errors import ConfigError, StatekitError
 
 if TYPE_CHECKING:
-    from statekit.strategies.base import World
+    from statekit.world import World
 
 log = logging.getLogger(__name__)
 _ACTIVE = threading.RLock()
 _CURRENT: list[Controls] = []
-"""The controls active now (innermost last), for ``statekit.clock()``."""
+"""The controls active now (innermost last), for ``statekit.kit.clock()``."""
 
 CORE: tuple[type[Control], ...] = (VirtualClock, SeededIds, HostIdentity, EgressControl, DatabaseClock)
 """statekit's own controls, in the order they are entered."""
@@ -53,11 +53,11 @@ class ControlsState:
 
 def clock() -> VirtualClock:
     """The virtual clock of the build or step running now: a world builder advances it between the
-    rows it writes (``statekit.clock().advance(timedelta(minutes=5))``) so they are not all stamped
+    rows it writes (``statekit.kit.clock().advance(timedelta(minutes=5))``) so they are not all stamped
     with one instant. Only defined while statekit runs the application."""
     if not _CURRENT:
         raise StatekitError(
-            "statekit.clock() is only defined while statekit runs the application (a world build, an "
+            "statekit.kit.clock() is only defined while statekit runs the application (a world build, an "
             "episode's start, a step, the verifier); outside those, time is the caller's own"
         )
     return _CURRENT[-1].clock
@@ -67,7 +67,7 @@ class Controls:
     """Every control for ``seed``; ``purpose`` keeps build and episode streams apart.
 
     ``disabled`` switches individual controls off. That exists to *prove* each control: a rollout
-    without it must differ (``statekit.testing.check_controls``); never disable one in training.
+    without it must differ (``statekit.checks.check_controls``); never disable one in training.
     ``egress`` is the environment's part of the egress guard (None: not guarded); ``held``, the
     random generators its applications keep (re-seeded at each episode's start).
     """

@@ -34,7 +34,7 @@ from statekit.digest.coverage import reads_database_clock
 
 if TYPE_CHECKING:
     from statekit.postgres.journal import Journal
-    from statekit.strategies.base import World
+    from statekit.world import World
 
 WINDOW = timedelta(days=1)
 """How near the real clock a value must be to count, and (twice it) how far the virtual clock must be."""

@@ -19,7 +19,7 @@ Allowed while an environment is open:
   application talking to its own server thread): read from ``/proc/self/net/tcp*`` only for a
   connection that is otherwise refused;
 - resolving IP literals, ``localhost`` and the allowed host names;
-- destinations allowed with ``statekit.allow_egress(...)`` (a trainer's model API, statekit's own
+- destinations allowed with ``statekit.kit.allow_egress(...)`` (a trainer's model API, statekit's own
   client, which allows its harness's URL).
 
 Everything else is refused. A refusal inside a controlled call (a build, a start, a step, the
@@ -54,7 +54,7 @@ from statekit.determinism.base import Control, Violation
 from statekit.errors import ConfigError, EgressError
 
 if TYPE_CHECKING:
-    from statekit.strategies.base import World
+    from statekit.world import World
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ class _Guard:
         return EgressError(
             f"statekit refused to {kind} {destination}: while a statekit environment is open in this "
             "process, only its world's own services, the adapter's Adapter.allowed_endpoints() and "
-            "destinations given to statekit.allow_egress(...) may be reached. Replay the call from a "
+            "destinations given to statekit.kit.allow_egress(...) may be reached. Replay the call from a "
             "cassette, declare the destination, or run the environment in a process of its own."
         )
 
@@ -370,7 +370,7 @@ class EgressScope:
 
 
 class Allowance:
-    """Destinations allowed process-wide while held (``statekit.allow_egress``); close() is safe twice."""
+    """Destinations allowed process-wide while held (``statekit.kit.allow_egress``); close() is safe twice."""
 
     def __init__(self, destinations: Iterable[str]) -> None:
         self.endpoints: set[Endpoint] = _endpoints_of(destinations)

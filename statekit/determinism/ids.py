@@ -33,9 +33,9 @@ Outside ``active()`` nothing is patched and the caller's ``random`` state is giv
 trainer's randomness between steps is untouched. While active the patches are process-wide (like
 the clock): another thread drawing entropy at that moment draws from the episode's streams, which
 is why statekit's own ids and draws (episodes, sessions, snapshots, a cache holder, a dropped
-golden's name in the trash, a seedless reset's seed) use ``true_random_bytes`` and its kin instead.
-Drawn from ``secrets``, a cache holder's id repeated across sessions while another session stepped,
-so one session's close released another's leases and a golden in use was evicted under it.
+golden's name in the trash, a seedless reset's seed) come from ``statekit.entropy`` instead: a
+cache holder's id drawn from an episode's stream would repeat across sessions, and one session's
+close would release another's leases.
 """
 
 from __future__ import annotations
@@ -53,33 +53,9 @@ from typing import Any, ClassVar, SupportsIndex
 
 from statekit.determinism.base import Control
 
-_OS_URANDOM = os.urandom
 _RANDOM_SEED = random.Random.seed
 if not hasattr(random, "_urandom"):  # pragma: no cover - every CPython from 3.2 to 3.13 has it
     raise ImportError("random._urandom is missing: the ids control needs CPython's random module")
-
-
-def true_random_bytes(n: int) -> bytes:
-    """Bytes from the operating system, even while a control is active (statekit's own ids)."""
-    return _OS_URANDOM(n)
-
-
-def true_token(nbytes: int) -> str:
-    """A hex token from the operating system: ``secrets.token_hex`` for statekit's own names, which
-    must not come from an episode's stream when another thread's controls are active."""
-    return true_random_bytes(nbytes).hex()
-
-
-def true_randbelow(n: int) -> int:
-    """A uniform integer in ``[0, n)`` from the operating system (``secrets.randbelow``), for the same
-    reason as ``true_token``."""
-    if n <= 0:
-        raise ValueError("true_randbelow needs a positive bound")
-    bits = n.bit_length()
-    while True:  # rejection sampling: no modulo bias
-        value = int.from_bytes(true_random_bytes((bits + 7) // 8), "big") >> (-bits % 8)
-        if value < n:
-            return value
 
 
 class _Stream:

@@ -3,26 +3,32 @@
 In an episode the record mode is ``none``: every outbound request is answered from the cassette or
 fails inside the process (vcrpy intercepts httpx before a socket is opened). Misses are collected
 so the adapter can turn them into an error observation that names the request and the nearest
-recorded one. When recording, requests to a live vendor base URL are rewritten to a canonical base
-(``CANONICAL_BASE``) so cassettes do not depend on the port the vendors happened to listen on, and
-credentials are scrubbed before anything is written.
+recorded one.
+
+Recording is statekit's, keyed by service: ``statekit record`` starts an adapter's live services
+(``LiveServices``: ``{service: live URL}``) and makes the environment with ``EnvSpec(services=...,
+record=True)``. Requests to each live base URL are rewritten to that service's canonical base
+(``canonical_url(service)``) so cassettes do not depend on the port a service happened to listen on,
+and credentials are scrubbed before anything is written. ``episode_replay`` gives an adapter the
+replay its episodes run under, from its settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import vcr
 from vcr.errors import CannotOverwriteExistingCassetteException
 
+from statekit.contract import canonical_url
 from statekit.determinism.base import Control, Violation
 
-CANONICAL_BASE = "http://vendors.statekit.invalid"
-"""Where replayed vendors 'live'. The .invalid TLD never resolves, so nothing could reach it."""
+if TYPE_CHECKING:
+    from statekit.adapter import EnvSettings
 
 SECRET_HEADERS = ("authorization", "x-api-key", "cookie", "set-cookie", "proxy-authorization")
 NOISE_HEADERS = ("host", "date")
@@ -50,15 +56,18 @@ class Replay:
 
     path: Path
     record: bool = False
-    live_base: str | None = None
+    live: Mapping[str, str] = field(default_factory=dict)
+    """Live base URL by service, while recording: each is rewritten to the service's canonical base."""
     misses: list[ReplayMiss] = field(default_factory=list)
     _seen: list[Any] = field(default_factory=list, repr=False)
     _depth: int = field(default=0, repr=False)
     _cassette: Any = field(default=None, repr=False)
 
     def _canonical(self, request: Any) -> Any:
-        if self.live_base and request.uri.startswith(self.live_base):
-            request.uri = CANONICAL_BASE + request.uri[len(self.live_base) :]
+        for service, base in self.live.items():
+            if request.uri.startswith(base):
+                request.uri = canonical_url(service) + request.uri[len(base) :]
+                break
         for header in list(request.headers):
             if header.lower() in SECRET_HEADERS + NOISE_HEADERS:
                 del request.headers[header]
@@ -86,8 +95,8 @@ class Replay:
                 if not self.record:
                     self._collect_misses(self._cassette)
             return
-        if self.record and not self.live_base:
-            raise ValueError("recording needs live_base: the URL the live vendors answer on")
+        if self.record and not self.live:
+            raise ValueError("recording needs the live services' URLs (EnvSpec.services)")
         recorder = vcr.VCR(
             record_mode="new_episodes" if self.record else "none",
             match_on=MATCH_ON,
@@ -128,12 +137,22 @@ def _nearest_summary(vcr_message: str) -> str:
     return " ".join(lines[1:])[:800] if len(lines) > 1 else "no similar request was recorded"
 
 
+def episode_replay(cassette: Path, settings: EnvSettings, control: str = "outbound") -> Replay | None:
+    """The replay an episode runs under: ``cassette`` replayed, recorded into (``settings.recording``),
+    or None when the replay control ``control`` is off (the application talks to the live services)."""
+    if not settings.control_on(control):
+        return None
+    if settings.recording:
+        return Replay(cassette, record=True, live=settings.services)
+    return Replay(cassette)
+
+
 class ReplayControl(Control):
     """Outbound HTTP answered from a cassette during every controlled call; each request no cassette
     recorded becomes the step's error observation (``replay_miss``), naming it and the nearest ones.
 
     With the control disabled the adapter points the application at live services instead
-    (``Adapter.live_services()``, which the removal check starts first).
+    (``EnvSettings.service_url``: the ``LiveServices`` the removal check starts first).
     """
 
     name: ClassVar[str] = "outbound"

@@ -45,7 +45,6 @@ from statekit.harness.schemas import environment_schemas
 from statekit.harness.sessions import SessionEnvironment, SessionPool
 from statekit.harness.worker import make_environment
 from statekit.harness.workers import WorkerPool
-from statekit.registry import resolve_adapter
 from statekit.strategies.base import Health
 
 log = logging.getLogger(__name__)
@@ -81,11 +80,17 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     The session pool is ``app.state.sessions``; with ``config.workers`` > 0 the worker processes
     (``app.state.workers``) start with the app's lifespan and stop after every session is closed.
     """
-    probe = resolve_adapter(config.adapter, **config.adapter_options)
+    spec = config.env
+    probe = spec.resolve_adapter()
     try:
-        if config.strategy is not None and config.strategy not in probe.strategies:
+        if spec.strategy is not None and spec.strategy not in probe.strategies:
             raise ConfigError(
-                f"adapter {probe.name!r} offers strategies {list(probe.strategies)}, not {config.strategy!r}"
+                f"adapter {probe.name!r} offers strategies {list(probe.strategies)}, not {spec.strategy!r}"
+            )
+        unknown = sorted(set(spec.exclude_tasks) - set(probe.task_kinds()))
+        if unknown:
+            raise ConfigError(
+                f"exclude_tasks names unknown task kinds {unknown}; {probe.name!r} has {probe.task_kinds()}"
             )
         adapter_name, schemas = probe.name, environment_schemas(probe)
     finally:
@@ -243,8 +248,9 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
             adapter=adapter_name,
             sessions=len(pool),
             max_sessions=pool.max_sessions,
-            num_worlds=config.num_worlds,
-            start_seed=config.start_seed,
+            num_worlds=spec.num_worlds,
+            start_seed=spec.start_seed,
+            spec=spec.as_dict(),
             workers=len(workers) if workers is not None else 0,
         )
         return JSONResponse(body.model_dump(), status_code=200 if reason is None else 503)

@@ -91,6 +91,7 @@ class HealthResponse(BaseModel):
     start_seed: int = Field(default=0, description="the first seed of that world set")
     workers: int = 0
     """Live worker processes (0: sessions run in the serving process)."""
+    spec: dict[str, Any] = Field(default_factory=dict, description="the EnvSpec every session is made from")
 
 
 class SchemaResponse(BaseModel):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pydantic import TypeAdapter
 
 from statekit.adapter import Adapter
+from statekit.capabilities import ToolSchemas
 from statekit.contract import JSON, State, Tool
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -62,11 +63,12 @@ def action_schema(tools: Sequence[Tool]) -> dict[str, JSON]:
 
 
 def observation_schema(adapter: Adapter) -> dict[str, JSON]:
-    return {
-        "$schema": DIALECT,
-        "title": "observation",
-        "anyOf": [adapter.observation_schema(), ERROR_OBSERVATION],
-    }
+    declared = (
+        adapter.observation_schema()
+        if isinstance(adapter, ToolSchemas)
+        else {"description": f"an observation of {adapter.name}: any JSON value"}
+    )
+    return {"$schema": DIALECT, "title": "observation", "anyOf": [declared, ERROR_OBSERVATION]}
 
 
 def state_schema() -> dict[str, JSON]:
@@ -77,7 +79,7 @@ def state_schema() -> dict[str, JSON]:
 
 def environment_schemas(adapter: Adapter) -> dict[str, JSON]:
     return {
-        "action": action_schema(adapter.declared_tools()),
+        "action": action_schema(adapter.declared_tools() if isinstance(adapter, ToolSchemas) else []),
         "observation": observation_schema(adapter),
         "state": state_schema(),
     }

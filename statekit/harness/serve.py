@@ -83,7 +83,7 @@ def serve(
     check_websockets()
     app = create_app(config)
     if uds is not None:
-        announce(f"statekit: serving {config.adapter_name} on unix socket {uds}")
+        announce(f"statekit: serving {config.env.describe()} on unix socket {uds}")
         unix = uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on", ws=WS_PROTOCOL)
         redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
         uvicorn.Server(unix).run()
@@ -102,7 +102,7 @@ def serve(
     )
     redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
     ws = url.replace("http://", "ws://", 1)
-    announce(f"statekit: serving {config.adapter_name} at {url} (OpenEnv's WebSocket protocol: {ws}/ws)")
+    announce(f"statekit: serving {config.env.describe()} at {url} (OpenEnv's WebSocket protocol: {ws}/ws)")
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:

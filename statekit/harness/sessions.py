@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from statekit.contract import JSON, State
-from statekit.determinism.ids import true_token
 from statekit.digest.dump import StateDump
+from statekit.entropy import true_token
 from statekit.errors import (
     ConfigError,
     EnvironmentLost,

@@ -37,7 +37,6 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
-import statekit
 from statekit.env import Environment
 from statekit.errors import StatekitError
 from statekit.harness.config import HarnessConfig
@@ -50,15 +49,7 @@ ENV_METHODS = frozenset({"reset", "step", "state", "snapshot", "restore", "dump"
 
 def make_environment(config: HarnessConfig) -> Environment:
     """A session's environment, in a worker or (with no workers) in the serving process."""
-    return statekit.make(
-        config.adapter,
-        strategy=config.strategy,
-        db_url=config.db_url,
-        cache_bytes=config.cache_bytes,
-        num_worlds=config.num_worlds,
-        start_seed=config.start_seed,
-        **config.adapter_options,
-    )
+    return config.env.make()
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

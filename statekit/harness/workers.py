@@ -52,9 +52,8 @@ START_TIMEOUT = 300.0
 MALLOC_ARENAS = 2
 """glibc's malloc arenas per worker (``MALLOC_ARENA_MAX``, unless the environment sets it). A worker
 runs a thread per session, and glibc gives each thread an arena of its own (up to 8 per core) whose
-freed memory other threads cannot reuse. In two separate soak runs (ARCHITECTURE.md), the server's
-RSS at minute 2 was 565 MB with 2 arenas and 983 MB without, and it served 19,264 and 20,392
-requests."""
+freed memory other threads cannot reuse, so a long-running worker's memory would grow with its
+sessions (docs/ARCHITECTURE.md has the soak figures)."""
 STOP_TIMEOUT = 60.0
 
 
@@ -79,10 +78,6 @@ class HostedEnvironment:
     @property
     def lost_reason(self) -> str:
         return self._worker.lost_reason
-
-    @property
-    def worker_pid(self) -> int:
-        return self._worker.pid
 
     def reset(self, *, seed: int | None = None, options: dict[str, JSON] | None = None) -> tuple[JSON, dict]:
         result: tuple[JSON, dict] = self._call("reset", seed=seed, options=options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statekit.postgres.embedded import SharedCluster
+from statekit.postgres.embedded import EmbeddedPostgres
 from statekit.postgres.server import PostgresServer
 
 
@@ -10,11 +10,11 @@ class ServerLease:
     """A server to use until ``close()``: a given URL, or the shared embedded cluster."""
 
     def __init__(self, url: str | None = None) -> None:
-        self._shared: SharedCluster | None = None
+        self._shared: EmbeddedPostgres | None = None
         if url:
             self.server = PostgresServer(url)
         else:
-            self._shared = SharedCluster()
+            self._shared = EmbeddedPostgres()
             self.server = self._shared.acquire()
 
     def close(self) -> None:
@@ -24,4 +24,4 @@ class ServerLease:
             self._shared = None
 
 
-__all__ = ["PostgresServer", "ServerLease", "SharedCluster"]
+__all__ = ["EmbeddedPostgres", "PostgresServer", "ServerLease"]

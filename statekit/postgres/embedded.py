@@ -1,6 +1,6 @@
 """The embedded default: one private cluster per user, shared by every statekit process.
 
-It lives under ``$STATEKIT_HOME/pg`` (default ``~/.cache/statekit/pg``) so the snapshot cache (the
+It lives under ``$STATEKIT_HOME/pg`` (default ``~/.cache/statekit/pg``) so the world cache (the
 golden databases) survives process restarts. Each process holds a shared ``flock`` on the cluster
 while it uses it; a crashed process releases its lock with it. When the last one leaves, the server
 lingers for ``$STATEKIT_PG_LINGER`` seconds (default 300; 0 stops it at once), so a series of CLI
@@ -22,20 +22,19 @@ from pathlib import Path
 from typing import IO
 
 from statekit.errors import ResetError
-from statekit.home import statekit_home
-from statekit.postgres.cluster import EmbeddedCluster
+from statekit.postgres.cluster import PgCluster
 from statekit.postgres.server import PostgresServer
+from statekit.settings import settings
 
 log = logging.getLogger(__name__)
-__all__ = ["SharedCluster", "linger_seconds", "statekit_home"]
-DEFAULT_LINGER = 300.0
+__all__ = ["EmbeddedPostgres", "linger_seconds"]
 
 
 @dataclass
 class _Hold:
     """This process's use of one cluster: the handle, the shared lock on ``users.lock``, the leases."""
 
-    cluster: EmbeddedCluster
+    cluster: PgCluster
     users: IO[str]
     leases: int = 0
 
@@ -52,10 +51,10 @@ os.register_at_fork(after_in_child=_held.clear)
 
 def linger_seconds() -> float:
     """How long the embedded server outlives its last user (``$STATEKIT_PG_LINGER``)."""
-    return float(os.environ.get("STATEKIT_PG_LINGER", DEFAULT_LINGER))
+    return settings().pg_linger
 
 
-class SharedCluster:
+class EmbeddedPostgres:
     """Reference-counted access to the per-user embedded cluster.
 
     Two lock files: ``start.lock`` (held exclusively only while deciding to start or stop) and
@@ -63,8 +62,8 @@ class SharedCluster:
     """
 
     def __init__(self, base_dir: Path | None = None) -> None:
-        self.base_dir = base_dir or statekit_home() / "pg"
-        self._cluster: EmbeddedCluster | None = None
+        self.base_dir = base_dir or settings().home / "pg"
+        self._cluster: PgCluster | None = None
 
     def _start_lock(self) -> IO[str]:
         lock = (self.base_dir / "start.lock").open("w")
@@ -78,7 +77,7 @@ class SharedCluster:
             hold = _held.get(key)
             if hold is None:
                 with self._start_lock():
-                    cluster = EmbeddedCluster(self.base_dir)
+                    cluster = PgCluster(self.base_dir)
                     if not cluster.is_running():
                         cluster.start()
                     users = (self.base_dir / "users.lock").open("w")
@@ -122,7 +121,7 @@ class SharedCluster:
                 del _held[key]
                 self._leave(hold.users, hold.cluster)
 
-    def _leave(self, users: IO[str], cluster: EmbeddedCluster) -> None:
+    def _leave(self, users: IO[str], cluster: PgCluster) -> None:
         """This process's last lease ends: the last user out of every process stops the server or
         lets it linger."""
         with self._start_lock():
@@ -174,6 +173,6 @@ class SharedCluster:
                     return False
             finally:
                 users.close()
-            cluster = EmbeddedCluster(self.base_dir)
+            cluster = PgCluster(self.base_dir)
             cluster.stop_server()
             return True

@@ -33,7 +33,7 @@ from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
 from statekit.postgres import roles
 from statekit.postgres.server import rollback_prepared, tuples
-from statekit.strategies.base import World
+from statekit.world import World
 
 DEFAULT_BOUND = 200_000
 """Row changes a world's journal may hold before the world is discarded instead of rewound."""

@@ -1,6 +1,6 @@
 """The lingerer: stops the embedded server once it has had no user for a while.
 
-Started detached with a process's first lease of the server (``SharedCluster.acquire``, as
+Started detached with a process's first lease of the server (``EmbeddedPostgres.acquire``, as
 ``python -m statekit.postgres.linger BASE SECONDS``), so it watches while the server is used: a user
 that dies without releasing (killed, or a script that never closed its environment) still leaves
 no server behind. It holds ``linger.lock`` while it watches, so one lingerer at most exists per
@@ -22,7 +22,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import IO
 
-from statekit.postgres.cluster import EmbeddedCluster
+from statekit.postgres.cluster import PgCluster
 
 
 def _postmaster_pid(base: Path) -> int | None:
@@ -98,7 +98,7 @@ def _stop_if_idle(base: Path, watching: IO[str], started: float, seconds: float)
                 return False
         if _idle_for(base, started) < seconds:
             return False
-        EmbeddedCluster(base).stop_server()
+        PgCluster(base).stop_server()
         watching.close()
         return True
 

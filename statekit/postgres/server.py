@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 from sqlalchemy.engine import make_url
 
-from statekit.determinism.ids import true_token
+from statekit.entropy import true_token
 from statekit.errors import ConfigError, ResetError, ServerDown
 from statekit.postgres import roles
 from statekit.postgres.watch import ServerWatch

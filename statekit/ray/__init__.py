@@ -1,6 +1,6 @@
 """statekit on Ray (``pip install 'statekit[ray]'``): environments as actors, a vector API, rollouts.
 
-- ``EnvSpec``: what each actor makes (``statekit.make``'s arguments, as data).
+- ``EnvSpec``: what each actor makes (``statekit.EnvSpec``, the one spec every entry point takes).
 - ``VectorEnv(spec, B)``: B environments on B actors, reset and stepped as a batch.
 - ``RayRollouts(spec, actors=N).run(episodes, policy)`` / ``rollouts(...)``: a policy plays a list
   of ``(seed, options)`` over N actors; trajectories with digests, identical to an in-process run,

@@ -1,8 +1,9 @@
 """One environment per Ray actor: one process, so the determinism controls never make it wait.
 
-``EnvSpec`` says what to make (it travels to the actor's node; the environment is made there).
+An ``EnvSpec`` (``statekit.envspec``, the same every entry point takes) says what to make: it travels
+to the actor's node and the environment is made there.
 ``EnvironmentActor`` is the plain class each actor runs; ``spawn`` starts one. On its node the
-actor's environment uses that node's embedded PostgreSQL (``SharedCluster`` under the node's
+actor's environment uses that node's embedded PostgreSQL (``EmbeddedPostgres`` under the node's
 ``$STATEKIT_HOME``), shared by every actor on the node. Before a reset, a golden the node lacks is
 fetched from the cluster's ``GoldenExchange`` when another node built it, or built here and
 published for the others (``statekit.goldens`` does the export and the import).
@@ -14,17 +15,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
-import statekit
 from statekit.contract import JSON, State
-from statekit.env import Environment, world_key
-from statekit.errors import ConfigError
+from statekit.env import world_key
+from statekit.envspec import EnvSpec
 from statekit.goldens import export_golden, import_golden
 from statekit.ray.exchange import LEASE_TIMEOUT
 
@@ -43,39 +42,6 @@ GOLDEN_WAIT = 600.0
 """Seconds an actor waits for another node's build of a golden before building it itself."""
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    """The arguments of ``statekit.make``, as data: a registered name or ``"pkg.mod:attr"`` adapter.
-
-    No ``db_url`` (the default) means each node's embedded PostgreSQL: per node, one server shared
-    by the node's actors, holding that node's goldens.
-    """
-
-    adapter: str | type
-    strategy: str | None = None
-    db_url: str | None = None
-    prewarm: int = 0
-    max_steps: int | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.adapter, str | type):
-            raise ConfigError(
-                "an EnvSpec names its adapter (registered name, 'pkg.mod:attr' or class): each actor "
-                f"makes its own, so an instance ({type(self.adapter).__name__}) cannot be shipped"
-            )
-
-    def make(self) -> Environment:
-        return statekit.make(
-            self.adapter,
-            strategy=self.strategy,
-            db_url=self.db_url,
-            prewarm=self.prewarm,
-            max_steps=self.max_steps,
-            **dict(self.options),
-        )
-
-
 StepReply = tuple[JSON, float, bool, bool, dict[str, JSON]]
 
 
@@ -83,11 +49,16 @@ class EnvironmentActor:
     """An environment in its own process; its methods are what the driver calls remotely."""
 
     def __init__(self, spec: EnvSpec, exchange: Any | None = None) -> None:
+        spec.require_portable("a Ray actor (it makes its environment on its own node)")
         self.spec = spec
         self.exchange = exchange
         self.env = spec.make()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.goldens = {"local": 0, "built": 0, "shipped": 0}
+
+    def spec_made(self) -> dict[str, Any]:
+        """The spec this actor's environment was made from, as JSON (``EnvSpec.as_dict``)."""
+        return self.env.spec.as_dict()
 
     def where(self) -> tuple[str, int]:
         """(node id, process id): the driver keeps them to know what a loss took."""
@@ -131,7 +102,7 @@ class EnvironmentActor:
     def sweep(self) -> list[str]:
         """Make the adapter's strategy once more: that sweeps the copies of dead processes on this node."""
         fresh = self.spec.make()
-        swept = [name for part in _parts(fresh.strategy) for name in getattr(part, "swept", [])]
+        swept = [name for leaf in fresh.strategy.leaves() for name in getattr(leaf, "swept", [])]
         fresh.close()
         return swept
 
@@ -207,16 +178,6 @@ class EnvironmentActor:
                 ray.get(self.exchange.publish.remote(key, export))
         except LOST_ERRORS:
             log.warning("the golden exchange is gone; golden %s stays on this node", key)
-
-
-def _parts(strategy: Any) -> list[Any]:
-    inner = getattr(strategy, "inner", None)
-    if inner is not None:
-        return _parts(inner)
-    parts = getattr(strategy, "parts", None)
-    if isinstance(parts, dict):
-        return [p for part in parts.values() for p in _parts(part)]
-    return [strategy]
 
 
 def spawn(spec: EnvSpec, exchange: Any | None, *, num_cpus: float = 1.0, **options: Any) -> Any:

@@ -27,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from statekit.postgres.cluster import EmbeddedCluster
-from statekit.strategies.cow_fs import mounts_under
+from statekit.postgres.cluster import PgCluster
+from statekit.strategies.filesystems import mounts_under
 
 LOOPBACK = "127.0.0.1"
 _ENVIRONMENT = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -98,7 +98,7 @@ class LocalCluster:
         for home in self.homes.values():
             _kill_processes_of(home)
             if (home / "pg" / "data").exists():
-                EmbeddedCluster(home / "pg").stop_server()
+                PgCluster(home / "pg").stop_server()
             for mount in mounts_under(home):
                 subprocess.run(["umount", "--lazy", mount], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)

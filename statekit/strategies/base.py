@@ -14,28 +14,30 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
 from statekit.errors import RewindError
-
-
-@dataclass(frozen=True)
-class World:
-    """One isolated copy of a resource, handed out by ``restore`` and given back to ``discard``.
-
-    ``location`` is what the application is pointed at (a database URL, a directory); ``handle`` is
-    an in-process object for strategies that have one (the in-memory store).
-    """
-
-    id: str
-    location: str
-    handle: Any = field(default=None, compare=False, repr=False)
-
+from statekit.world import World
 
 Builder = Callable[[World], None]
 """Fills an empty world, e.g. runs the application's seed script for one seed."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a strategy can do beyond the three verbs; callers ask this instead of its class."""
+
+    rewinds: bool = False
+    """``mark``/``rewind``/``forget`` work (a change journal, an overlay remount): a copy can be put back
+    in place. Per world it may still fail (``RewindError``), and callers then clone instead."""
+    keeps_worlds: bool = False
+    """``discard`` puts a used copy back in place and parks it for its key, and a later ``restore`` of
+    that key hands the same world back (same id, same location: an app stays warm on it); ``take``,
+    ``parked_keys`` and ``release`` act on the parked copies."""
+    pools: bool = False
+    """Copies are restored ahead of time in the background (``prefetch`` fills the pool)."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,11 @@ class Health:
 
 
 class ResetStrategy(ABC):
-    """Three verbs, plus ``has`` so a cache can tell a hit from a miss."""
+    """Three verbs, plus ``has`` so a cache can tell a hit from a miss.
+
+    ``capabilities`` says what else it can do; wrappers (``StrategyWrapper``) add behaviour around an
+    inner strategy and pass the rest through.
+    """
 
     name: str = "strategy"
     persistent: bool = True
@@ -122,6 +128,45 @@ class ResetStrategy(ABC):
     def forget(self, mark: Any) -> None:  # noqa: B027 - nothing to release by default
         """Release a bookmark made by ``mark`` (its saved state, its hold on the journal)."""
 
+    # -- what it can do, asked instead of its class --------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this strategy does beyond the three verbs (default: nothing more)."""
+        return Capabilities()
+
+    @property
+    def storage(self) -> ResetStrategy:
+        """The strategy that holds the goldens (a wrapper's innermost one): what a cache budgets and a
+        golden is exported from."""
+        return self
+
+    def leaves(self) -> list[ResetStrategy]:
+        """The strategies that hold resources, below every wrapper and composite (each sweeps its own
+        orphans when it is made)."""
+        return [self]
+
+    def pooled(self, depth: int) -> ResetStrategy:
+        """This strategy with ``depth`` restored copies kept ready (``statekit.make(prewarm=depth)``)."""
+        from statekit.strategies.prewarmed import Prewarmed
+
+        return Prewarmed(self, depth=depth)
+
+    # -- optional: parked copies (``capabilities.keeps_worlds``) --------------------------------
+    def take(self, world_id: str) -> World | None:
+        """Un-park one particular copy (to restore a bookmark of it); None: not parked here."""
+        return None
+
+    def parked_keys(self) -> set[str]:
+        """The keys of parked copies (a cache must keep their goldens)."""
+        return set()
+
+    def release(self, key: str) -> None:  # noqa: B027 - nothing parked by default
+        """Destroy the parked copies of ``key`` (the golden stays): the next restore clones afresh."""
+
+    def fallbacks(self) -> dict[str, int]:
+        """Why copies could not be put back in place and were cloned instead, counted by reason."""
+        return {}
+
     def __enter__(self) -> Self:
         return self
 
@@ -129,3 +174,76 @@ class ResetStrategy(ABC):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class StrategyWrapper(ResetStrategy):
+    """A strategy that adds behaviour around ``inner`` (a pool, rewinding) and passes everything it does
+    not change through, as Gymnasium's wrappers and httpx's transports compose."""
+
+    def __init__(self, inner: ResetStrategy) -> None:
+        self.inner = inner
+        self.persistent = inner.persistent
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    @property
+    def storage(self) -> ResetStrategy:
+        return self.inner.storage
+
+    def leaves(self) -> list[ResetStrategy]:
+        return self.inner.leaves()
+
+    def has(self, key: str) -> bool:
+        return self.inner.has(key)
+
+    def capture(self, key: str, source: Builder | World) -> None:
+        self.inner.capture(key, source)
+
+    def restore(self, key: str) -> World:
+        world = self.inner.restore(key)
+        self.last_restore = self.inner.last_restore
+        return world
+
+    def discard(self, world: World) -> None:
+        self.inner.discard(world)
+
+    def drop(self, key: str) -> None:
+        self.inner.drop(key)
+
+    def footprint(self, key: str) -> int | None:
+        return self.inner.footprint(key)
+
+    def prefetch(self, keys: list[str]) -> None:
+        self.inner.prefetch(keys)
+
+    def health(self, *, fresh: bool = False) -> Health:
+        return self.inner.health(fresh=fresh)
+
+    def lost(self, world: World, *, fresh: bool = False) -> str | None:
+        return self.inner.lost(world, fresh=fresh)
+
+    def mark(self, world: World) -> Any:
+        return self.inner.mark(world)
+
+    def rewind(self, world: World, to: Any = None) -> None:
+        self.inner.rewind(world, to)
+
+    def forget(self, mark: Any) -> None:
+        self.inner.forget(mark)
+
+    def take(self, world_id: str) -> World | None:
+        return self.inner.take(world_id)
+
+    def parked_keys(self) -> set[str]:
+        return self.inner.parked_keys()
+
+    def release(self, key: str) -> None:
+        self.inner.release(key)
+
+    def fallbacks(self) -> dict[str, int]:
+        return self.inner.fallbacks()
+
+    def close(self) -> None:
+        self.inner.close()

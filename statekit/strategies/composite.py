@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from statekit.digest.canonical import canonical_json
 from statekit.errors import ConfigError, ResetError, RewindError, ServerDown
-from statekit.strategies.base import Builder, Health, ResetStrategy, World
+from statekit.strategies.base import Builder, Capabilities, Health, ResetStrategy, World
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,14 @@ class Composite(ResetStrategy):
             location=canonical_json({name: w.location for name, w in worlds.items()}),
             handle=dict(worlds),
         )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """A composite rewinds when every part does."""
+        return Capabilities(rewinds=all(part.capabilities.rewinds for part in self.parts.values()))
+
+    def leaves(self) -> list[ResetStrategy]:
+        return [leaf for part in self.parts.values() for leaf in part.leaves()]
 
     def has(self, key: str) -> bool:
         return all(part.has(key) for part in self.parts.values())

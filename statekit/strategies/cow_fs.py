@@ -32,21 +32,30 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import logging
 import os
-import re
 import shutil
-import stat
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statekit.determinism.ids import true_token
-from statekit.digest.files import walk
+from statekit.entropy import true_token
 from statekit.errors import ConfigError, ResetError, RewindError
-from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.base import Builder, Capabilities, ResetStrategy, World
+from statekit.strategies.filesystems import (
+    OVERLAY_UNSAFE,
+    Identity,
+    filesystem_type,
+    identities,
+    is_btrfs_subvolume,
+    libc,
+    mount_overlay,
+    mounts_under,
+    overlay_lowerdirs,
+    run,
+    sync_tree,
+    umount,
+)
 from statekit.strategies.naming import CopyNamer, check_key, snapshot_owner
 
 log = logging.getLogger(__name__)
@@ -61,12 +70,6 @@ _HOW_TO_ENABLE = {
     "(ext4, XFS, btrfs; not overlayfs itself)",
     "copy": "nothing",
 }
-_MNT_DETACH = 2
-_OVERLAY_UNSAFE = re.compile(r"[\s,:\\]")  # separators in overlayfs mount options
-
-
-Identity = tuple[int, int, int, int, int]
-"""(inode, ctime_ns, mtime_ns, size, mode) of an entry: any write, chmod, rename or replace changes it."""
 
 
 @dataclass
@@ -120,7 +123,7 @@ class CowFilesystem(ResetStrategy):
         """Try ``method`` for real on a tiny tree under ``root``; None if it works, else why not."""
         if method not in METHODS:
             raise ConfigError(f"unknown CowFilesystem method {method!r}; choose from {list(METHODS)}")
-        if method == "overlay" and _OVERLAY_UNSAFE.search(str(self.root)):
+        if method == "overlay" and OVERLAY_UNSAFE.search(str(self.root)):
             return f"root {self.root} has whitespace, ',', ':' or '\\', which overlayfs options cannot carry"
         scratch = self._copies / self.names.episode()  # an episode name, so a crash mid-probe is swept
         try:
@@ -133,7 +136,7 @@ class CowFilesystem(ResetStrategy):
                 (scratch / "upper").mkdir()
                 (scratch / "work").mkdir()
                 clone.mkdir()
-                _mount_overlay(golden, scratch / "upper", scratch / "work", clone)
+                mount_overlay(golden, scratch / "upper", scratch / "work", clone)
             else:
                 self._clone_tree(golden, clone, method)
             (clone / "probe.txt").write_text("changed")
@@ -165,6 +168,11 @@ class CowFilesystem(ResetStrategy):
         return method
 
     # -- the strategy's verbs -------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        """Every method rewinds a copy (a plain copy by syncing it back); bookmarks need overlay or btrfs."""
+        return Capabilities(rewinds=True)
+
     def has(self, key: str) -> bool:
         return (self._goldens / check_key(key)).is_dir()
 
@@ -208,12 +216,12 @@ class CowFilesystem(ResetStrategy):
                 (upper / "upper").mkdir(parents=True)
                 (upper / "work").mkdir()
                 copy.mkdir()
-                _mount_overlay(golden, upper / "upper", upper / "work", copy)
+                mount_overlay(golden, upper / "upper", upper / "work", copy)
                 handle.upper = upper / "upper"
             else:
                 self._clone_tree(golden, copy, self.method)
                 if self.method != "btrfs":
-                    handle.manifest = _identities(copy)
+                    handle.manifest = identities(copy)
         except BaseException as exc:
             self._forget(name)
             if isinstance(exc, KeyboardInterrupt):
@@ -267,9 +275,9 @@ class CowFilesystem(ResetStrategy):
             assert handle.upper is not None
             if not any(os.scandir(handle.upper)):
                 return _FilesMark(world.id, None)  # nothing changed: the bookmark is the golden itself
-            _run("cp", "-a", "--", str(handle.upper), str(saved))
+            run("cp", "-a", "--", str(handle.upper), str(saved))
         elif self.method == "btrfs":
-            _run("btrfs", "subvolume", "snapshot", str(self._copies / world.id), str(saved))
+            run("btrfs", "subvolume", "snapshot", str(self._copies / world.id), str(saved))
         else:
             raise RewindError(f"bookmarks of a directory need overlay or btrfs, not {self.method}")
         return _FilesMark(world.id, saved)
@@ -289,10 +297,10 @@ class CowFilesystem(ResetStrategy):
             if self.method == "overlay":
                 self._rewind_overlay(copy, handle, saved)
             elif self.method == "btrfs":
-                _run("btrfs", "subvolume", "delete", str(copy))
-                _run("btrfs", "subvolume", "snapshot", str(source), str(copy))
+                run("btrfs", "subvolume", "delete", str(copy))
+                run("btrfs", "subvolume", "snapshot", str(source), str(copy))
             else:
-                _sync_tree(source, copy, handle, self.method)
+                handle.manifest = sync_tree(source, copy, handle.manifest, self.method)
         except RewindError:
             raise
         except (OSError, ResetError) as exc:
@@ -304,7 +312,7 @@ class CowFilesystem(ResetStrategy):
         assert handle.upper is not None
         if saved is None and not any(os.scandir(handle.upper)):
             return
-        if _libc.umount2(os.fsencode(copy), 0) != 0:
+        if libc.umount2(os.fsencode(copy), 0) != 0:
             err = ctypes.get_errno()
             raise RewindError(f"cannot unmount {copy} to rewind it: {os.strerror(err)} (is it in use?)")
         work = handle.upper.parent / "work"
@@ -313,9 +321,9 @@ class CowFilesystem(ResetStrategy):
         if saved is None:
             handle.upper.mkdir()
         else:
-            _run("cp", "-a", "--", str(saved), str(handle.upper))
+            run("cp", "-a", "--", str(saved), str(handle.upper))
         work.mkdir()
-        _mount_overlay(handle.golden, handle.upper, work, copy)
+        mount_overlay(handle.golden, handle.upper, work, copy)
 
     def close(self) -> None:
         """Discard the copies still handed out: a mount must not outlive the strategy that made it."""
@@ -333,7 +341,7 @@ class CowFilesystem(ResetStrategy):
         """Unmount and delete the copies, builds and snapshot goldens of dead processes on this host.
 
         Returns their names. Copies go first: an overlay copy may read a snapshot golden as its lower
-        layer. The snapshot cache's goldens have no owner and stay.
+        layer. The world cache's goldens have no owner and stay.
         """
         swept = []
         for folder in (self._copies, self._upper, self._marks, self._building):
@@ -368,7 +376,7 @@ class CowFilesystem(ResetStrategy):
         entries = os.listdir(self._trash)
         if not entries:
             return
-        in_use = _overlay_lowerdirs()
+        in_use = overlay_lowerdirs()
         for entry in entries:
             key = entry.split(".", 1)[0]
             if str(self._goldens / key) not in in_use:
@@ -377,20 +385,20 @@ class CowFilesystem(ResetStrategy):
     def _new_tree(self, path: Path, method: str) -> None:
         """An empty directory to build in: a subvolume for btrfs, so it can be snapshotted later."""
         if method == "btrfs":
-            _run("btrfs", "subvolume", "create", str(path))
+            run("btrfs", "subvolume", "create", str(path))
         else:
             path.mkdir()
 
     def _clone_tree(self, src: Path, dst: Path, method: str) -> None:
         """Make ``dst`` (which must not exist) an independent copy of ``src``."""
         if method == "btrfs":
-            if self._on_btrfs and _is_btrfs_subvolume(src):
-                _run("btrfs", "subvolume", "snapshot", str(src), str(dst))
+            if self._on_btrfs and is_btrfs_subvolume(src):
+                run("btrfs", "subvolume", "snapshot", str(src), str(dst))
             else:  # e.g. a live world that came from elsewhere: share extents where possible
-                _run("btrfs", "subvolume", "create", str(dst))
-                _run("cp", "-a", "--reflink=auto", "--", f"{src}/.", str(dst))
+                run("btrfs", "subvolume", "create", str(dst))
+                run("cp", "-a", "--reflink=auto", "--", f"{src}/.", str(dst))
         elif method == "reflink":
-            _run("cp", "-a", "--reflink=always", "--", str(src), str(dst))
+            run("cp", "-a", "--reflink=always", "--", str(src), str(dst))
         else:
             shutil.copytree(src, dst, symlinks=True)
 
@@ -403,147 +411,14 @@ class CowFilesystem(ResetStrategy):
             return
         for point in mounts_under(path):
             while os.path.ismount(point):
-                _umount(Path(point))
-        if self._on_btrfs and _is_btrfs_subvolume(path):
+                umount(Path(point))
+        if self._on_btrfs and is_btrfs_subvolume(path):
             with contextlib.suppress(ResetError):  # e.g. nested subvolumes: the walk below handles them
-                _run("btrfs", "subvolume", "delete", str(path))
+                run("btrfs", "subvolume", "delete", str(path))
                 return
         shutil.rmtree(path, ignore_errors=True)
         if os.path.lexists(path):
             raise ResetError(f"could not delete {path}; remove it by hand (is something still using it?)")
 
 
-def _run(*command: str) -> None:
-    """Run a tool; its stderr becomes the ResetError's message (stdout chatter is dropped)."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except FileNotFoundError as exc:
-        raise ResetError(f"{command[0]} is not installed") from exc
-    if done.returncode != 0:
-        raise ResetError(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout).strip()}")
-
-
-def _identities(root: Path) -> dict[bytes, Identity]:
-    """Every entry under ``root`` with its identity, keyed by relative path (bytes)."""
-    base = os.fsencode(root)
-    out: dict[bytes, Identity] = {}
-    for current, dirs, files in walk(base):
-        for name in (*dirs, *files):
-            path = os.path.join(current, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, base)] = (
-                st.st_ino,
-                st.st_ctime_ns,
-                st.st_mtime_ns,
-                st.st_size,
-                st.st_mode,
-            )
-    return out
-
-
-def _sync_tree(source: Path, copy: Path, handle: CowCopy, method: str) -> None:
-    """Make ``copy`` equal ``source`` again, touching only entries whose identity changed since the
-    manifest was taken (an entry's ctime moves on every write, chmod or rename; it cannot be set back)."""
-    now = _identities(copy)
-    before = handle.manifest
-    stale = {path for path, ident in now.items() if before.get(path) != ident}
-    missing = set(before) - set(now)
-    src, dst = os.fsencode(source), os.fsencode(copy)
-    for path in sorted(stale, key=len, reverse=True):  # deepest first: a new dir's children go first
-        target = os.path.join(dst, path)
-        if os.path.isdir(target) and not os.path.islink(target):
-            if path in before and stat.S_ISDIR(before[path][4]):
-                shutil.copystat(os.path.join(src, path), target, follow_symlinks=False)
-                continue  # a directory that only gained or lost entries: those are handled one by one
-            shutil.rmtree(target)
-        elif os.path.lexists(target):
-            os.unlink(target)
-    for path in sorted((stale | missing) & set(before), key=len):  # parents first
-        origin, target = os.path.join(src, path), os.path.join(dst, path)
-        if os.path.lexists(target):
-            continue
-        if os.path.isdir(origin) and not os.path.islink(origin):
-            os.mkdir(target)
-            shutil.copystat(origin, target, follow_symlinks=False)
-        elif method == "reflink" and not os.path.islink(origin):
-            _run("cp", "-a", "--reflink=always", "--", os.fsdecode(origin), os.fsdecode(target))
-        else:
-            shutil.copy2(origin, target, follow_symlinks=False)
-    handle.manifest = _identities(copy)
-
-
-def _is_btrfs_subvolume(path: Path) -> bool:
-    """On btrfs, a subvolume's root directory is always inode 256 (ask only about btrfs paths)."""
-    try:
-        return path.stat().st_ino == 256 and path.is_dir()
-    except FileNotFoundError:
-        return False
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
-    """mount(2) directly: a reset should not pay for starting mount(8)."""
-    # pinned, whatever the kernel's defaults: a renamed directory or a metadata-only copy-up would
-    # leave content in the lower layer that the upper one (what the digest reads) does not show
-    options = f"lowerdir={lower},upperdir={upper},workdir={work},redirect_dir=off,metacopy=off"
-    if _libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, options.encode()) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mounting overlayfs at {target} failed: {os.strerror(err)}")
-
-
-def _umount(target: Path) -> None:
-    """Unmount; a busy mount (a process still inside it) is detached lazily so discard never hangs."""
-    if _libc.umount2(os.fsencode(target), 0) == 0:
-        return
-    err = ctypes.get_errno()
-    if err == errno.EBUSY:
-        log.warning("%s is busy; detaching it lazily", target)
-        if _libc.umount2(os.fsencode(target), _MNT_DETACH) == 0:
-            return
-        err = ctypes.get_errno()
-    raise ResetError(f"unmounting {target} failed: {os.strerror(err)}")
-
-
-def _mountinfo() -> list[tuple[str, str, str]]:
-    """(mount point, filesystem type, superblock options) of every mount in this namespace."""
-    mounts = []
-    with open("/proc/self/mountinfo") as lines:
-        for line in lines:
-            head, _, tail = line.partition(" - ")
-            fields, more = head.split(), tail.split()
-            if len(fields) < 5 or len(more) < 3:
-                continue
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-            mounts.append((point, more[0], more[2]))
-    return mounts
-
-
-def filesystem_type(path: Path) -> str:
-    """The type of the filesystem ``path`` lives on (``ext4``, ``xfs``, ``btrfs``, ``overlay``...)."""
-    best, kind = "", "unknown"
-    for point, fstype, _ in _mountinfo():
-        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, kind = point, fstype
-    return kind
-
-
-def mounts_under(path: Path) -> list[str]:
-    """Mount points at or below ``path``, deepest first (the order they must be unmounted in)."""
-    top = str(path)
-    points = {point for point, _, _ in _mountinfo() if point == top or point.startswith(top + "/")}
-    return sorted(points, key=len, reverse=True)
-
-
-def _overlay_lowerdirs() -> set[str]:
-    """The lower directories of every overlay mounted in this mount namespace."""
-    lowers: set[str] = set()
-    for _, fstype, options in _mountinfo():
-        if fstype != "overlay":
-            continue
-        for option in options.split(","):
-            if option.startswith("lowerdir="):
-                lowers.update(option.removeprefix("lowerdir=").split(":"))
-    return lowers
+__all__ = ["METHODS", "CowCopy", "CowFilesystem", "filesystem_type", "mounts_under"]

@@ -8,7 +8,7 @@ import pickle
 from typing import Any
 
 from statekit.errors import ResetError, RewindError
-from statekit.strategies.base import Builder, ResetStrategy, World
+from statekit.strategies.base import Builder, Capabilities, ResetStrategy, World
 
 
 class InMemory(ResetStrategy):
@@ -22,6 +22,10 @@ class InMemory(ResetStrategy):
         self._live: dict[str, dict[str, Any]] = {}
         self._keys: dict[str, str] = {}
         self._ids = itertools.count(1)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(rewinds=True)
 
     def has(self, key: str) -> bool:
         return key in self._goldens

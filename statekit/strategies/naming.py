@@ -11,7 +11,7 @@ versions, ``{prefix}_e_{host}_{pid}_{n}``, from ever parsing as an owner)::
 
     {prefix}_e_{host}-{pid}-{start}_{n}          an episode copy
     {prefix}_b_{host}-{pid}-{start}_{n}_{key}    a golden being built
-    {prefix}_g_{key}                             a golden (the snapshot cache: no owner, it outlives us)
+    {prefix}_g_{key}                             a golden (the world cache: no owner, it outlives us)
     s{host}{pid}p{start}x{token}                 a snapshot (fork) key: its golden belongs to a process
 
 A process that starts sweeps, on its own host, whatever names an owner that is no longer alive.
@@ -170,7 +170,7 @@ _SNAPSHOT = re.compile(r"^s(?P<host>[0-9a-f]{6})(?P<pid>\d+)p(?P<start>\d+)x")
 
 def snapshot_key(token: str, owner: Owner | None = None) -> str:
     """A snapshot's golden key names its owner, so the goldens of a crashed process (unlike the
-    snapshot cache's, which outlive processes on purpose) are swept like its copies."""
+    world cache's, which outlive processes on purpose) are swept like its copies."""
     who = owner or Owner.current()
     return check_key(f"s{who.host}{who.pid}p{who.start}x{token}"[:40])
 
@@ -179,8 +179,3 @@ def snapshot_owner(key: str) -> Owner | None:
     """The owner named by a snapshot key, or None for any other key (a cached world's)."""
     match = _SNAPSHOT.match(key)
     return Owner(match["host"], int(match["pid"]), int(match["start"])) if match else None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host and is not a zombie."""
-    return pid == os.getpid() or process_start(pid) is not None

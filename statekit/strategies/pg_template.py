@@ -3,7 +3,7 @@
 A golden is built once per key into a scratch database and published by renaming it, so a crash
 mid-build never leaves a half-built golden under the real name. Episode copies are named after their
 process (``statekit.strategies.naming``), and the orphans of dead processes are dropped when a new
-``PostgresTemplate`` starts. Goldens stay on the server: that is the snapshot cache, and it survives
+``PostgresTemplate`` starts. Goldens stay on the server: that is the world cache, and it survives
 process restarts.
 
 Before a golden is published the change journal is installed in it (``statekit.postgres.journal``),
@@ -33,18 +33,18 @@ from typing import Any
 
 import psycopg
 
-from statekit.determinism.ids import true_randbelow
+from statekit.entropy import true_randbelow
 from statekit.errors import ResetError, RewindError, ServerDown
 from statekit.postgres import roles
 from statekit.postgres.journal import DEFAULT_BOUND, NEEDS_SUPERUSER, Journal, Mark, install
 from statekit.postgres.server import PostgresServer
 from statekit.postgres.watch import ServerWatch
-from statekit.strategies.base import Builder, Health, ResetStrategy, World
+from statekit.strategies.base import Builder, Capabilities, Health, ResetStrategy, World
 from statekit.strategies.naming import CopyNamer
 
 log = logging.getLogger(__name__)
 
-_CHECKED: set[str] = set()
+_CHECKED: set[tuple[str, bool]] = set()
 """Servers whose databases open to every role were closed or named in a warning (once a process)."""
 
 VERIFY_EVERY = 100
@@ -112,14 +112,17 @@ class PostgresTemplate(ResetStrategy):
         """A world's role must reach no database but its own. statekit's own databases are closed
         to ``PUBLIC`` when made; on a server statekit runs, so are ``postgres`` and ``template1``; on
         another, the databases still open to every role are named in a warning, once."""
-        if self.server.admin_conninfo in _CHECKED:  # a serving process makes a strategy per session
+        # a serving process makes a strategy per session: check once per server and per kind of access
+        # (a server statekit runs closes what a server given by URL only warns about)
+        checked = (self.server.admin_conninfo, self.server.restart is not None)
+        if checked in _CHECKED:
             return
         with self.server.admin() as conn:
             reachable = roles.open_databases(conn)
             if self.server.restart is not None and {"postgres", "template1"} & set(reachable):
                 roles.close_server(conn)
                 reachable = roles.open_databases(conn)
-        _CHECKED.add(self.server.admin_conninfo)
+        _CHECKED.add(checked)
         if reachable:
             log.warning(
                 "databases %s on %s let every role connect, so the application's role of each world "
@@ -143,6 +146,11 @@ class PostgresTemplate(ResetStrategy):
                 if self.names.is_orphan(name):
                     self.server.drop_role(name)
         return dropped
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Copies rewind through their change journal (unless the world has none)."""
+        return Capabilities(rewinds=not self.journal_missing)
 
     def has(self, key: str) -> bool:
         return self.server.exists(self.names.golden(key))

@@ -8,22 +8,23 @@ wrapped strategy, so the pool never changes *what* a reset returns, only how fas
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict, deque
 
-from statekit.strategies.base import Builder, Health, ResetStrategy, World
+from statekit.strategies.base import Capabilities, ResetStrategy, StrategyWrapper, World
 
 log = logging.getLogger(__name__)
 
 
-class Prewarmed(ResetStrategy):
+class Prewarmed(StrategyWrapper):
     """Wrap ``inner`` with a pool of ``depth`` ready copies for up to ``max_keys`` keys."""
 
     def __init__(self, inner: ResetStrategy, *, depth: int = 2, max_keys: int = 4) -> None:
         if depth < 1 or max_keys < 1:
             raise ValueError("depth and max_keys must be at least 1")
-        self.inner = inner
+        super().__init__(inner)
         self.name = f"prewarmed({inner.name})"
         self.depth = depth
         self.max_keys = max_keys
@@ -35,11 +36,9 @@ class Prewarmed(ResetStrategy):
         self._filler = threading.Thread(target=self._fill_forever, name="statekit-prewarm", daemon=True)
         self._filler.start()
 
-    def has(self, key: str) -> bool:
-        return self.inner.has(key)
-
-    def capture(self, key: str, source: Builder | World) -> None:
-        self.inner.capture(key, source)
+    @property
+    def capabilities(self) -> Capabilities:
+        return dataclasses.replace(self.inner.capabilities, pools=True)
 
     def restore(self, key: str) -> World:
         with self._cond:
@@ -58,32 +57,11 @@ class Prewarmed(ResetStrategy):
         self.last_restore = self.inner.last_restore
         return world
 
-    def footprint(self, key: str) -> int | None:
-        return self.inner.footprint(key)
-
-    def health(self, *, fresh: bool = False) -> Health:
-        return self.inner.health(fresh=fresh)
-
-    def lost(self, world: World, *, fresh: bool = False) -> str | None:
-        return self.inner.lost(world, fresh=fresh)
-
     def prefetch(self, keys: list[str]) -> None:
         with self._cond:
             for key in keys:
                 self._want(key)
             self._cond.notify_all()
-
-    def discard(self, world: World) -> None:
-        self.inner.discard(world)
-
-    def mark(self, world: World) -> object:
-        return self.inner.mark(world)
-
-    def rewind(self, world: World, to: object = None) -> None:
-        self.inner.rewind(world, to)
-
-    def forget(self, mark: object) -> None:
-        self.inner.forget(mark)
 
     def drop(self, key: str) -> None:
         with self._cond:

@@ -13,6 +13,7 @@ evicted, since the bookmarks need it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import Counter, OrderedDict
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.errors import RewindError
-from statekit.strategies.base import Builder, Health, ResetStrategy, World
+from statekit.strategies.base import Capabilities, ResetStrategy, StrategyWrapper, World
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +44,14 @@ class _Mark:
     inner: Any
 
 
-class Rewinding(ResetStrategy):
+class Rewinding(StrategyWrapper):
     """``inner``'s copies, rewound and reused; a copy that cannot be rewound is replaced by a clone."""
 
     def __init__(self, inner: ResetStrategy, *, max_parked: int = 2) -> None:
         if max_parked < 1:
             raise ValueError("max_parked must be at least 1")
-        self.inner = inner
+        super().__init__(inner)
         self.name = f"rewind({inner.name})"
-        self.persistent = inner.persistent
         self.max_parked = max_parked
         self.stats = RewindStats()
         self._keys: dict[str, str] = {}  # world id -> key, for every copy of ours that is alive
@@ -67,11 +67,18 @@ class Rewinding(ResetStrategy):
                 return True
         return self.inner.has(key)
 
-    def capture(self, key: str, source: Builder | World) -> None:
-        self.inner.capture(key, source)
+    @property
+    def capabilities(self) -> Capabilities:
+        return dataclasses.replace(self.inner.capabilities, keeps_worlds=True)
 
-    def prefetch(self, keys: list[str]) -> None:
-        self.inner.prefetch(keys)
+    def pooled(self, depth: int) -> ResetStrategy:
+        """The pool goes inside, so this strategy stays outermost: the pool fills it with fresh copies
+        and used ones are still rewound and parked."""
+        return Rewinding(self.inner.pooled(depth), max_parked=self.max_parked)
+
+    def fallbacks(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.stats.fallbacks)
 
     def restore(self, key: str) -> World:
         while True:  # the most recently parked copy of the key; one its server lost is destroyed
@@ -97,15 +104,6 @@ class Rewinding(ResetStrategy):
         """The keys of the copies waiting to be rewound into (a cache must keep their goldens)."""
         with self._lock:
             return {self._keys[world_id] for world_id in self._parked if world_id in self._keys}
-
-    def footprint(self, key: str) -> int | None:
-        return self.inner.footprint(key)
-
-    def health(self, *, fresh: bool = False) -> Health:
-        return self.inner.health(fresh=fresh)
-
-    def lost(self, world: World, *, fresh: bool = False) -> str | None:
-        return self.inner.lost(world, fresh=fresh)
 
     def take(self, world_id: str) -> World | None:
         """Un-park one particular copy (to restore a bookmark of it), or None if it is gone."""

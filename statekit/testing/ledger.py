@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from statekit.adapter import Adapter, Episode, Outcome
+from statekit.adapter import Adapter, EnvSettings, Episode, Outcome
+from statekit.capabilities import CheckHints, StateDumps, ToolSchemas
 from statekit.collateral import Allow, Expectation
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
 from statekit.errors import ConfigError
 from statekit.rollouts import Turn
-from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.base import ResetStrategy
 from statekit.strategies.memory import InMemory
 from statekit.strategies.rewinding import Rewinding
+from statekit.world import World
 
 TOOLS = [
     Tool(
@@ -96,7 +98,7 @@ class LedgerEpisode(Episode):
         )
 
 
-class LedgerAdapter(Adapter):
+class LedgerAdapter(Adapter, StateDumps, CheckHints, ToolSchemas):
     """Worlds are dicts in an ``InMemory`` strategy; the digest covers accounts and the journal."""
 
     name = "ledger"
@@ -138,7 +140,14 @@ class LedgerAdapter(Adapter):
             raise ValueError(f"max_steps must be a positive integer, got {steps!r}")
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         store = world.handle
         if task is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from statekit.determinism.ids import true_token
+from statekit.entropy import true_token
 from statekit.errors import ResetError, RewindError
 from statekit.strategies.base import ResetStrategy, World
 

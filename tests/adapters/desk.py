@@ -11,9 +11,23 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from statekit import Adapter, Allow, ConfigError, Episode, Expectation, Outcome, Task, Tool, World
+from statekit import ConfigError
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
+from statekit.kit import (
+    Adapter,
+    Allow,
+    CheckHints,
+    EnvSettings,
+    Episode,
+    Expectation,
+    Outcome,
+    StateDumps,
+    Task,
+    Tool,
+    ToolSchemas,
+    World,
+)
 from statekit.strategies.memory import InMemory
 
 _TICKET = {"type": "string", "pattern": "^T-[0-9]{3}$"}
@@ -54,7 +68,7 @@ class DeskEpisode(Episode):
         return Expectation((Allow.changed("tickets", key=[self.target]),)) if self.strict else None
 
 
-class WeakDesk(Adapter):
+class WeakDesk(Adapter, StateDumps, CheckHints, ToolSchemas):
     name = "desk"
     strategies = ("memory",)
     strict = False
@@ -73,7 +87,14 @@ class WeakDesk(Adapter):
         world.handle["tickets"][f"T-{seed % 12 + 1:03d}"] = "open"
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, Any], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, Any],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         target = f"T-{seed % 12 + 1:03d}"
         task = task or Task(f"close-{target}", "close_ticket", f"Close ticket {target}, then submit.", 10)

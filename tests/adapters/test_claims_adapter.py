@@ -18,10 +18,10 @@ from sqlalchemy.dialects.postgresql.base import PGDialect
 import statekit
 from adapters.claims_app import ClaimsAdapter
 from examples.claims_app.config import Settings
+from statekit.checks import check_task
 from statekit.errors import ConfigError, EnvironmentClosed, SpecError
 from statekit.postgres import PostgresServer
-from statekit.postgres.embedded import statekit_home
-from statekit.testing import check_task
+from statekit.settings import statekit_home
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The snapshot cache on the claims world (PostgreSQL + copy-on-write uploads): real sizes, and
+"""The world cache on the claims world (PostgreSQL + copy-on-write uploads): real sizes, and
 eviction that never breaks a running episode or a pool's ready (overlay) copies."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import statekit
+import statekit.kit
 from statekit.postgres import PostgresServer
-from statekit.postgres.embedded import statekit_home
+from statekit.settings import statekit_home
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
@@ -50,7 +51,7 @@ def test_eviction_spares_live_episodes_and_pools_and_the_cli_reports_it(
             a.reset(seed=23)
             a.reset(seed=22)  # a's leases moved on; its pool keeps a ready (mounted) copy of seed 20
             pool = a.strategy
-            assert isinstance(pool, statekit.Prewarmed) and pool.wait_ready(a.cache.key(20), timeout=120)
+            assert isinstance(pool, statekit.kit.Prewarmed) and pool.wait_ready(a.cache.key(20), timeout=120)
             evicted = b.cache.prune(0)
             assert a.cache.key(20) in evicted and not a.strategy.has(a.cache.key(20))
             _, again = a.reset(seed=20)  # rebuilt; the pool hands out the copy made from the old golden
@@ -82,7 +83,7 @@ def test_a_parked_rewind_copy_leases_its_golden(pg_url: str) -> None:
         a.reset(seed=31)
         a.reset(seed=32)  # leases: 32, the world before (31), and the parked copies' seeds
         rewinding = a.strategy
-        assert isinstance(rewinding, statekit.Rewinding) and a.cache.key(30) in rewinding.parked_keys()
+        assert isinstance(rewinding, statekit.kit.Rewinding) and a.cache.key(30) in rewinding.parked_keys()
         with statekit.make("claims_app", db_url=pg_url, strategy="template") as b:
             assert b.cache.store == a.cache.store
             evicted = b.cache.prune(0)

@@ -13,10 +13,11 @@ import psycopg
 import pytest
 
 import statekit
+import statekit.kit
 from adapters.claims_app import ClaimsAdapter
+from statekit.checks.walk import harvest, random_action
 from statekit.postgres.journal import Journal
 from statekit.testing.database import first_difference, logical_state
-from statekit.testing.walk import harvest, random_action
 
 
 def _conninfo(env: statekit.Environment) -> str:
@@ -30,9 +31,9 @@ class CountingClaims(ClaimsAdapter):
 
     attached = 0
 
-    def attach(self, world: statekit.World) -> Any:
+    def attach(self, world: statekit.kit.World, settings: statekit.kit.EnvSettings) -> Any:
         CountingClaims.attached += 1
-        return super().attach(world)
+        return super().attach(world, settings)
 
 
 def test_resets_rewind_one_world_and_the_application_stays_warm(pg_url: str) -> None:
@@ -207,7 +208,7 @@ def test_changes_read_from_the_journal_equal_the_full_dump_diff(pg_url: str) -> 
                 for _ in range(4):  # and writes no reference script makes
                     action = random_action(env.tools, rng, seen_values, avoid=("submit",))
                     harvest(env.step(action)[0], seen_values)
-                fast = env.adapter.dump_changes(env.world, env._goldens[env._key], env.digest_report())
+                fast = env.adapter.dump_changes(env.world, env._goldens[env._live.key], env.digest_report())
                 full = ChangeSet.between(golden, env.dump())
                 if fast is None:  # an upload changed the directory: full dumps it is
                     assert any(c.table.startswith("files:") for c in full), kind

@@ -17,13 +17,13 @@ DEFECTS = ("proprietary_dependency", "host_without_provenance", "production_fixt
 ADAPTER = """
 from pathlib import Path
 
-from statekit.contract import FixtureSource
+from statekit.kit import AssayHooks, FixtureSource
 from statekit.testing.ledger import LedgerAdapter
 
 HERE = Path(__file__).parent
 
 
-class TestedAdapter(LedgerAdapter):
+class TestedAdapter(LedgerAdapter, AssayHooks):
     name = "tested"
 
     def fixture_sources(self):

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import statekit
+import statekit.kit
 from adapters.code_env import CodeEnvAdapter
 from adapters.code_env.sandbox.cgroups import MOUNTINFO, OWN_CGROUPS, locate
 from adapters.code_env.sandbox.owners import owner_tag
@@ -36,7 +37,7 @@ def require_root() -> None:
 
 def require_docker() -> None:
     try:
-        statekit.docker_client()
+        statekit.kit.docker_client()
     except statekit.ConfigError as exc:
         if IN_CI:
             pytest.fail(f"CI provides a Docker engine (scripts/docker-engine.sh): {exc}")

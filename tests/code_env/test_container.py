@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import statekit
+import statekit.kit
 from adapters.code_env import CodeEnvAdapter
 from adapters.code_env.sandbox.container import OWNER_LABEL, ContainerSession
 
@@ -33,7 +34,7 @@ def container_env() -> Iterator[statekit.Environment]:
 
 
 def _containers() -> list[str]:
-    client = statekit.docker_client()
+    client = statekit.kit.docker_client()
     return [c.id for c in client.containers.list(all=True, filters={"label": OWNER_LABEL})]
 
 
@@ -46,14 +47,14 @@ def test_the_pool_is_validated_in_the_container_and_the_image_is_pinned(
     _, info = container_env.reset(seed=1, options={"task": "median"})
     image = info["metadata"]["image"]
     assert info["metadata"]["sandbox"] == "container" and image.startswith("sha256:")
-    assert statekit.docker_client().images.get(image).labels["org.statekit.image"] == "code-env"
+    assert statekit.kit.docker_client().images.get(image).labels["org.statekit.image"] == "code-env"
 
 
 def test_a_container_per_episode_with_no_network_and_a_read_only_view(
     container_env: statekit.Environment,
 ) -> None:
     container_env.reset(seed=1, options={"task": "median"})
-    episode = container_env._episode
+    episode = container_env._live.episode
     assert episode is not None and isinstance(episode.session, ContainerSession)  # type: ignore[attr-defined]
     container = episode.session.container  # type: ignore[attr-defined]
     container.reload()
@@ -105,7 +106,7 @@ def test_model_code_is_contained(container_env: statekit.Environment) -> None:
     reward, tests = submit_code(container_env, 5, "median", code)
     assert reward == 0.0
     assert tests["timed_out"] is True and "uid 10001" in tests["stdout"] and "network 101" in tests["stdout"]
-    container = container_env._episode.session.container  # type: ignore[union-attr, attr-defined]
+    container = container_env._live.episode.session.container  # type: ignore[union-attr, attr-defined]
     left = container.exec_run(["sh", "-c", "grep -l '^Uid:.*10001' /proc/[0-9]*/status | wc -l"]).output
     assert left.strip() == b"0"  # the daemon and the loop were killed after their run
     assert solve(container_env, 6, "median") == 1.0
@@ -146,7 +147,7 @@ def test_a_daemon_that_kills_its_wrapper_is_gone_before_the_next_run(
     """The wrapper's closing ``kill -KILL -1`` runs as the model's uid, so the model can kill the
     wrapper first; the reaper, a separate exec, then kills the daemon the wrapper would have."""
     container_env.reset(seed=5, options={"task": "median"})
-    session = container_env._episode.session  # type: ignore[union-attr, attr-defined]
+    session = container_env._live.episode.session  # type: ignore[union-attr, attr-defined]
     first = _run_tests(container_env, LINGERER)
     assert "lingerer running" in str(first["stdout"]), first
     assert str(first["stdout"]).count("\nkilled ") == 2, first  # the shell, then timeout: nothing ran on

@@ -10,18 +10,18 @@ import jsonschema
 
 import statekit
 from adapters.code_env import CodeEnvAdapter
+from statekit.checks import check_rewind_order
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
-from statekit.testing import check_rewind_order
 
 from .conftest import require_root
 
 PACKAGE = Path(__file__).resolve().parents[2] / "adapters" / "code_env"
-PUBLIC = {"statekit", "statekit.client"}
+PUBLIC = {"statekit", "statekit.kit"}
 
 
 def test_the_adapter_imports_only_statekits_public_api() -> None:
-    """``statekit`` itself and ``statekit.client`` (documented in the README); nothing below them."""
+    """The two public faces, ``statekit`` (users) and ``statekit.kit`` (adapter authors); nothing below."""
     for path in PACKAGE.rglob("*.py"):
         if "tasks" in path.relative_to(PACKAGE).parts:
             continue

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 import pytest
 
 import statekit
+from statekit.checks import rollout
 from statekit.strategies.container import ContainerPerEpisode
 from statekit.strategies.prewarmed import Prewarmed
-from statekit.testing import rollout
 
 pytestmark = pytest.mark.docker
 TASK = {"task": "file_new_claim"}

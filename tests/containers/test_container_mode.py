@@ -13,9 +13,10 @@ import pytest
 
 import statekit
 from adapters.claims_app.image import ensure_image
+from statekit.checks import rollout
 from statekit.container_mode import ContainerAdapter, serve_command
+from statekit.kit import ContainerImage
 from statekit.strategies.container import ContainerPerEpisode
-from statekit.testing import rollout
 from statekit.testing.ledger import LedgerAdapter
 
 pytestmark = pytest.mark.docker
@@ -32,7 +33,7 @@ def ledger_image(client: Any) -> str:
     return str(image.id)
 
 
-class ContainedLedger(LedgerAdapter):
+class ContainedLedger(LedgerAdapter, ContainerImage):
     """The ledger, offering container mode: nothing else of it changes."""
 
     strategies = ("memory", "container")
@@ -74,5 +75,8 @@ def test_what_stays_inside_is_a_clear_error(container_env: statekit.Environment)
     container_env.reset(seed=3)
     with pytest.raises(statekit.ConfigError, match=r"need an in-process strategy of 'ledger' \['memory'\]"):
         container_env.restore(container_env.snapshot())
-    with pytest.raises(statekit.ConfigError, match="run inside its container and cannot be switched off"):
+    with pytest.raises(
+        statekit.ConfigError,
+        match="runs inside its container, where its determinism controls cannot be switched off",
+    ):
         statekit.make(ContainedLedger, strategy="container", disable_controls=("ids",))

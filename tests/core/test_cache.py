@@ -1,4 +1,4 @@
-"""The snapshot cache's rules on the in-memory ledger: a byte budget, LRU eviction, pins, leases."""
+"""The world cache's rules on the in-memory ledger: a byte budget, LRU eviction, pins, leases."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 import statekit
 from statekit.cache import CacheIndex, Memo, WorldCache, parse_size
-from statekit.determinism.ids import SeededIds, true_token
+from statekit.determinism.ids import SeededIds
+from statekit.entropy import true_token
 from statekit.errors import ConfigError
 from statekit.seeds import WorldSet
 from statekit.strategies.memory import InMemory

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 import statekit
-from statekit import Allow, Change, ChangeSet, Expectation, ResetNeeded
+from statekit import Change, ChangeSet, ResetNeeded
 from statekit.collateral import GoldenDumps
 from statekit.digest.dump import StateDump, TableDump
+from statekit.kit import Allow, Expectation
 from statekit.testing.ledger import LedgerAdapter
 
 

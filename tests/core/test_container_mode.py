@@ -6,13 +6,15 @@ from typing import Any
 
 import pytest
 
+from statekit.capabilities import capability
 from statekit.container_mode import ContainerAdapter, adapter_for, offers_container
 from statekit.env import world_key
 from statekit.errors import ConfigError
+from statekit.kit import ContainerImage
 from statekit.testing.ledger import LedgerAdapter
 
 
-class ImagedLedger(LedgerAdapter):
+class ImagedLedger(LedgerAdapter, ContainerImage):
     strategies = ("memory", "container")
 
     def container_image(self, client: Any) -> str:
@@ -26,10 +28,12 @@ def test_only_adapters_with_an_image_are_wrapped_and_only_for_container() -> Non
     assert adapter_for(imaged, "memory") is imaged
     wrapped = adapter_for(imaged, "container")
     assert isinstance(wrapped, ContainerAdapter) and wrapped.inner is imaged and wrapped.name == "ledger"
-    with pytest.raises(ConfigError, match=r"'ledger' has no container image: implement Adapter\.container"):
+    with pytest.raises(
+        ConfigError, match=r"'ledger' has no container image: implement ContainerImage\.container_image"
+    ):
         ContainerAdapter(plain)
-    with pytest.raises(ConfigError, match="has no container image"):
-        plain.container_image(None)
+    with pytest.raises(ConfigError, match="has no ContainerImage capability"):
+        capability(plain, ContainerImage)
 
 
 def test_the_world_key_changes_with_the_image() -> None:

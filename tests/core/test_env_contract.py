@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 import statekit
+import statekit.kit
+from statekit.checks import check_env, check_reset_restores, rollout
 from statekit.errors import ConfigError, EnvironmentClosed, ResetNeeded
 from statekit.strategies.memory import InMemory
-from statekit.testing import check_env, check_reset_restores, rollout
 from statekit.testing.ledger import LedgerAdapter
 
 
@@ -95,41 +96,43 @@ def test_seeds_give_different_worlds_and_same_seed_same_world(env: statekit.Envi
 
 
 def test_checker_passes_a_good_env(env: statekit.Environment) -> None:
-    report = check_env(env, repeats=2, task_repeats=2)
+    report = check_env(env, repeats=2, task_repeats=2, controls=False)
     assert report.ok, report.problems
 
 
 class SeedIgnoringLedger(LedgerAdapter):
     """A deliberately broken adapter: every seed builds the same world."""
 
-    def build_world(self, world: statekit.World, seed: int) -> None:
+    def build_world(self, world: statekit.kit.World, seed: int) -> None:
         world.handle.update(accounts={"alice": 5000, "bob": 5000}, journal=[])
 
-    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
-        return super().start_episode(world, seed=0, options=options, task=task, app=app)
+    def start_episode(self, world, *, seed, options, task, app, settings):  # type: ignore[no-untyped-def]
+        return super().start_episode(world, seed=0, options=options, task=task, app=app, settings=settings)
 
 
 class ClockLeakingLedger(LedgerAdapter):
     """A deliberately broken adapter: its observation reads a clock statekit does not control."""
 
-    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
+    def start_episode(self, world, *, seed, options, task, app, settings):  # type: ignore[no-untyped-def]
         import time
 
-        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
+        episode = super().start_episode(
+            world, seed=seed, options=options, task=task, app=app, settings=settings
+        )
         episode.observe = lambda: {"task": episode.task.prompt, "t": time.perf_counter_ns()}  # type: ignore[method-assign]
         return episode
 
 
 def test_checker_names_an_ignored_seed() -> None:
     with statekit.make(SeedIgnoringLedger) as env:
-        report = check_env(env, repeats=2, task_repeats=1, script=[{"tool": "balances"}])
+        report = check_env(env, repeats=2, task_repeats=1, script=[{"tool": "balances"}], controls=False)
     assert not report.seeds_differ
     assert any(p.startswith("seeds_differ: seeds [7, 8] give equal digests") for p in report.problems)
 
 
 def test_checker_shows_the_first_differing_observation() -> None:
     with statekit.make(ClockLeakingLedger) as env:
-        report = check_env(env, repeats=2, task_repeats=1)
+        report = check_env(env, repeats=2, task_repeats=1, controls=False)
     assert not report.deterministic
     assert any("observation 0 differs" in p for p in report.problems)
 
@@ -148,17 +151,17 @@ class StaleCopies(InMemory):
 
     def __init__(self) -> None:
         super().__init__()
-        self.last: statekit.World | None = None
+        self.last: statekit.kit.World | None = None
 
-    def restore(self, key: str) -> statekit.World:
+    def restore(self, key: str) -> statekit.kit.World:
         return self.last if self.last is not None else super().restore(key)
 
-    def discard(self, world: statekit.World) -> None:
+    def discard(self, world: statekit.kit.World) -> None:
         self.last = world
 
 
 class StaleLedger(LedgerAdapter):
-    def make_strategy(self, name: str, **options: object) -> statekit.ResetStrategy:
+    def make_strategy(self, name: str, **options: object) -> statekit.kit.ResetStrategy:
         return StaleCopies()
 
 
@@ -173,10 +176,12 @@ def test_checker_catches_a_strategy_that_does_not_reset() -> None:
 class BrokenLedger(LedgerAdapter):
     """The application raises inside a tool call (a crashed dependency, a bug)."""
 
-    def start_episode(self, world, *, seed, options, task, app=None):  # type: ignore[no-untyped-def]
-        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
+    def start_episode(self, world, *, seed, options, task, app, settings):  # type: ignore[no-untyped-def]
+        episode = super().start_episode(
+            world, seed=seed, options=options, task=task, app=app, settings=settings
+        )
 
-        def call(tool: str, arguments: dict) -> statekit.Outcome:  # type: ignore[type-arg]
+        def call(tool: str, arguments: dict) -> statekit.kit.Outcome:  # type: ignore[type-arg]
             raise RuntimeError("database connection lost")
 
         episode.call = call  # type: ignore[method-assign]

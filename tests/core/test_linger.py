@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from statekit.postgres import SharedCluster
-from statekit.postgres.cluster import EmbeddedCluster
+from statekit.postgres import EmbeddedPostgres
+from statekit.postgres.cluster import PgCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def _cli(home: Path, *args: str, linger: str) -> subprocess.CompletedProcess[str
 
 
 def _running(home: Path) -> bool:
-    return EmbeddedCluster(home / "pg").is_running()
+    return PgCluster(home / "pg").is_running()
 
 
 def test_the_server_lingers_between_commands_then_stops(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_leases_in_one_process_share_the_server_without_spawning(
     process (a spawn per session failed with EFAULT under load), and the server stops only when the
     last lease ends."""
     monkeypatch.setenv("STATEKIT_PG_LINGER", "0")
-    shared = SharedCluster(tmp_path / "pg")
+    shared = EmbeddedPostgres(tmp_path / "pg")
     first = shared.acquire()
     spawned: list[list[str]] = []
     real_run = subprocess.run
@@ -73,7 +73,7 @@ def test_leases_in_one_process_share_the_server_without_spawning(
         return real_run(command, *args, **kwargs)  # type: ignore[call-overload]
 
     monkeypatch.setattr(subprocess, "run", counting_run)
-    leases = [SharedCluster(tmp_path / "pg") for _ in range(3)]
+    leases = [EmbeddedPostgres(tmp_path / "pg") for _ in range(3)]
     for lease in leases:
         server = lease.acquire()
         with server.admin() as conn:
@@ -97,8 +97,8 @@ def test_a_user_killed_without_releasing_does_not_leave_the_server_running(tmp_p
         [
             sys.executable,
             "-c",
-            "from statekit.postgres import SharedCluster; import time\n"
-            "SharedCluster().acquire(); print('up', flush=True); time.sleep(600)",
+            "from statekit.postgres import EmbeddedPostgres; import time\n"
+            "EmbeddedPostgres().acquire(); print('up', flush=True); time.sleep(600)",
         ],
         stdout=subprocess.PIPE,
         text=True,

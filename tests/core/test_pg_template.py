@@ -91,7 +91,7 @@ def test_pool_serves_from_ready_copies(pg_cluster: PostgresServer) -> None:
 
 
 def test_snapshot_goldens_of_a_dead_process_are_swept(pg_cluster: PostgresServer) -> None:
-    """Unlike the snapshot cache's goldens, a fork's golden belongs to its process."""
+    """Unlike the world cache's goldens, a fork's golden belongs to its process."""
     mine = snapshot_key("abc123")
     theirs = snapshot_key("abc123", owner=_dead_owner())
     cached = "cachekey1"

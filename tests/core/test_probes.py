@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import statekit
-from statekit.testing import ProbeSettings, check_env, check_exploits
+from statekit.checks import ProbeSettings, check_env, check_exploits
+from statekit.checks.arguments import Harvest
+from statekit.checks.arguments import argument_tuples as _tuples
 from statekit.testing.ledger import LedgerAdapter
-from statekit.testing.probes import Harvest, _tuples
 from tests.adapters.desk import StrictDesk, WeakDesk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,12 +92,12 @@ def test_a_floor_allows_partial_credit_up_to_it() -> None:
 
 def test_check_env_counts_an_exploited_task_as_not_robust_and_excludes_it() -> None:
     with statekit.make(WeakDesk()) as env:
-        report = check_env(env, repeats=2, task_repeats=1, probes=ProbeSettings(budget=40))
+        report = check_env(env, repeats=2, task_repeats=1, probes=ProbeSettings(budget=40), controls=False)
     assert report.tasks_valid and report.tasks_robust is False and not report.ok
     assert "close_ticket" in report.excluded_tasks
     assert any(e["policy"] == "every_entity[close_ticket]" for e in report.exploits)
     with statekit.make(LedgerAdapter()) as env:
-        skipped = check_env(env, repeats=2, task_repeats=1, probes=None)
+        skipped = check_env(env, repeats=2, task_repeats=1, probes=None, controls=False)
     assert skipped.tasks_robust is None and any("not checked" in note for note in skipped.notes)
 
 
@@ -151,7 +152,7 @@ def test_the_pytest_plugin_generates_the_probes_per_task_kind(
     name = f"statekit[tests.adapters.desk:{adapter}]::test_rewards_resist_exploits[close_ticket]"
     if passes:
         assert run.returncode == 0, run.stdout
-        assert "5 passed" in run.stdout
+        assert "12 passed" in run.stdout  # test_nothing and the plan's eleven steps on one task kind
     else:
         assert run.returncode == 1 and name in run.stdout and "1 failed" in run.stdout, run.stdout
         assert "every_entity[close_ticket]" in run.stdout

@@ -9,7 +9,9 @@ import psycopg
 import pytest
 
 import statekit
-from statekit.adapter import Adapter, Episode, Outcome
+from statekit.adapter import Adapter, EnvSettings, Episode, Outcome
+from statekit.capabilities import CheckHints
+from statekit.checks import check_controls
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.postgres import postgres_digest
@@ -20,7 +22,6 @@ from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.rewinding import Rewinding
-from statekit.testing import check_controls
 
 SPEC = DigestSpec.from_dict(
     {
@@ -71,7 +72,7 @@ class StampEpisode(Episode):
         return 1.0
 
 
-class StampedItems(Adapter):
+class StampedItems(Adapter, CheckHints):
     name = "stamped_items"
     strategies = ("rewind",)
     probe_tasks = {"clock": "stamp"}
@@ -103,7 +104,14 @@ class StampedItems(Adapter):
             conn.execute("INSERT INTO items (name) SELECT 'item-' || i FROM generate_series(1, 3) i")
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         assert isinstance(world.handle, Journal)
         task = task or Task(id=f"stamp-{seed}", kind="stamp", prompt="Stamp item-1.", max_steps=10)

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 import statekit
+import statekit.kit
 from statekit.client import RemoteEnvironment
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
@@ -133,7 +134,7 @@ def test_what_the_guard_lets_through(listener: Listener, tmp_path: Path) -> None
         assert env.step(fetch)[0] == {"read": "hello"}, "a destination the adapter declares"
     with statekit.make(WildAdapter()) as env:
         env.reset(seed=1)
-        with statekit.allow_egress(listener.address):
+        with statekit.kit.allow_egress(listener.address):
             assert env.step(fetch)[0] == {"read": "hello"}, "a destination the caller allows"
         assert env.step(fetch)[0]["error"]["code"] == "egress_blocked", "and only while allowed"
 

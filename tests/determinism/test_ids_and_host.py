@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 import statekit
+import statekit.kit
+from statekit.checks import NOT_CHECKED, check_controls
 from statekit.determinism.host import NODE, HostIdentity
 from statekit.determinism.ids import SeededIds
-from statekit.testing import NOT_CHECKED, check_controls
 
 from .wild_app import WildAdapter
 
@@ -212,5 +213,5 @@ def statekit_time(text: str) -> Any:
 
 
 def test_the_clock_exists_only_while_statekit_runs_the_app() -> None:
-    with pytest.raises(statekit.StatekitError, match=r"statekit.clock\(\) is only defined while"):
-        statekit.clock()
+    with pytest.raises(statekit.StatekitError, match=r"statekit.kit.clock\(\) is only defined while"):
+        statekit.kit.clock()

@@ -26,7 +26,9 @@ from typing import Any
 from uuid import uuid4
 
 import statekit
-from statekit.adapter import Adapter, Episode, Outcome
+import statekit.kit
+from statekit.adapter import Adapter, EnvSettings, Episode, Outcome
+from statekit.capabilities import CheckHints, StateDumps
 from statekit.contract import JSON, Task, Tool
 from statekit.digest.compute import Digest
 from statekit.digest.dump import StateDump, TableDump
@@ -184,7 +186,7 @@ class WildEpisode(Episode):
         return 1.0 if len(self.store["orders"]) > 2 else 0.0
 
 
-class WildAdapter(Adapter):
+class WildAdapter(Adapter, StateDumps, CheckHints):
     """In-memory worlds of orders; the build stamps its two orders five virtual minutes apart. The
     ``Shop`` is attached once per world; with ``rewind`` worlds are rewound and reused, so one shop
     serves every episode of a seed."""
@@ -206,7 +208,7 @@ class WildAdapter(Adapter):
     def make_strategy(self, name: str, **options: Any) -> ResetStrategy:
         return Rewinding(InMemory()) if self.rewind else InMemory()
 
-    def attach(self, world: World) -> Shop:
+    def attach(self, world: World, settings: EnvSettings) -> Shop:
         self.attached += 1
         return Shop()
 
@@ -215,7 +217,7 @@ class WildAdapter(Adapter):
 
     def build_world(self, world: World, seed: int) -> None:
         first = Order("seed-a")
-        statekit.clock().advance(timedelta(minutes=5))
+        statekit.kit.clock().advance(timedelta(minutes=5))
         second = Order(f"seed-{seed}")
         world.handle["orders"] = [first.row(), second.row()]
         if self.build_calls:
@@ -224,7 +226,14 @@ class WildAdapter(Adapter):
                 fetch(host, int(port))
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         task = task or Task(id=f"wild-{seed}", kind="orders", prompt="Place an order.", max_steps=50)
         assert isinstance(app, Shop)

@@ -198,12 +198,12 @@ def _script(env: statekit.Environment, priority: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_bisect_reports_the_first_diverging_step(pg_url: str, tmp_path: Path) -> None:
+def test_diverge_reports_the_first_diverging_step(pg_url: str, tmp_path: Path) -> None:
     with statekit.make("claims_app", db_url=pg_url) as env:
         a, b = _script(env, "high"), _script(env, "low")
     (tmp_path / "a.json").write_text(json.dumps(a))
     (tmp_path / "b.json").write_text(json.dumps(b))
-    base = ["bisect", "claims_app", "--seed", "7", "--task", "triage_overdue", "--db-url", pg_url, "--json"]
+    base = ["diverge", "claims_app", "--seed", "7", "--task", "triage_overdue", "--db-url", pg_url, "--json"]
     run = _cli(*base, "--actions", str(tmp_path / "a.json"), "--actions-b", str(tmp_path / "b.json"))
     assert run.returncode == 1, run.stderr
     found = json.loads(run.stdout)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statekit.adapter import Episode, Outcome
+from statekit.adapter import EnvSettings, Episode, Outcome
 from statekit.contract import JSON, Task, Tool
 from statekit.strategies.base import World
 from statekit.testing.ledger import TOOLS, LedgerAdapter, LedgerEpisode
@@ -37,8 +37,17 @@ class BlockingLedger(LedgerAdapter):
         self.pid_file = Path(pid_file)
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
-        episode = super().start_episode(world, seed=seed, options=options, task=task, app=app)
+        episode = super().start_episode(
+            world, seed=seed, options=options, task=task, app=app, settings=settings
+        )
         assert isinstance(episode, LedgerEpisode)
         return BlockingEpisode(episode.store, episode.task, self.pid_file)

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 import statekit
+import statekit.kit
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
 
@@ -49,7 +50,7 @@ def serve_app(workers: int) -> Iterator[Callable[..., str]]:
 
     def start(adapter: str = LEDGER, **config: Any) -> str:
         config.setdefault("workers", workers)
-        server = ThreadedServer(create_app(HarnessConfig(adapter, **config))).start(timeout=120)
+        server = ThreadedServer(create_app(HarnessConfig.of(adapter, **config))).start(timeout=120)
         servers.append(server)
         return server.url
 
@@ -58,9 +59,14 @@ def serve_app(workers: int) -> Iterator[Callable[..., str]]:
         server.stop()
 
 
-@pytest.fixture
-def ledger_url(serve_app: Callable[..., str]) -> str:
-    return serve_app()
+@pytest.fixture(scope="module", params=MODES, ids=MODE_IDS)
+def ledger_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """One ledger harness per module and mode, shared by the module's tests (each closes what it
+    opens; the harness must not need a fresh server per test). ``serve_app`` starts a fresh one for a
+    test that needs its own limits or token."""
+    config = HarnessConfig.of(LEDGER, workers=request.param, max_sessions=32)
+    with ThreadedServer(create_app(config)) as server:
+        yield server.url
 
 
 def _read_url(proc: subprocess.Popen[str], lines: list[str]) -> str:
@@ -102,7 +108,7 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
         url = _read_url(proc, lines)
         assert url, "statekit serve printed no URL:\n" + "".join(lines)
         # this process holds environments too (claims_reference): its raw HTTP to the harness is allowed
-        with statekit.allow_egress(url):
+        with statekit.kit.allow_egress(url):
             assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "healthy"
             yield url
     finally:

@@ -20,8 +20,17 @@ def _error(response: httpx.Response) -> dict[str, str]:
 
 @pytest.fixture
 def http(ledger_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=ledger_url, timeout=30) as client:
+    opened: list[str] = []
+
+    def remember(response: httpx.Response) -> None:
+        if response.request.url.path == "/reset" and response.status_code == 200:
+            response.read()
+            opened.append(response.json()["session_id"])
+
+    with httpx.Client(base_url=ledger_url, timeout=30, event_hooks={"response": [remember]}) as client:
         yield client
+        for session in opened:
+            client.delete("/session", params={"session_id": session})
 
 
 @pytest.fixture

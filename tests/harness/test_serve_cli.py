@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from websockets.asyncio.client import connect
 
 from statekit.postgres import PostgresServer
-from statekit.postgres.embedded import statekit_home
+from statekit.settings import statekit_home
 from statekit.strategies.cow_fs import mounts_under
 from statekit.strategies.naming import CopyNamer, snapshot_owner
 

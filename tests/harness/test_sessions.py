@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import statekit
+import statekit.kit
 from statekit.harness import HarnessConfig, create_app
 from statekit.harness.errors import ApiError
 from statekit.harness.sessions import SessionPool
@@ -76,7 +77,7 @@ def test_max_sessions_is_a_clear_429_and_closing_frees_a_slot(serve_app: Callabl
 
 def test_idle_sessions_are_reaped_with_their_databases(pg_url: str, pg_cluster: PostgresServer) -> None:
     clock = FakeClock()
-    app = create_app(HarnessConfig("claims_app", db_url=pg_url, idle_timeout=60), clock=clock)
+    app = create_app(HarnessConfig.of("claims_app", db_url=pg_url, idle_timeout=60), clock=clock)
     mine = f"skclaims_e_{Owner.current().tag}_"
 
     def episode_databases() -> set[str]:
@@ -153,7 +154,7 @@ def test_a_full_pool_refuses_and_close_all_empties_it(clock: FakeClock) -> None:
 
 
 class SlowCopies(InMemory):
-    def restore(self, key: str) -> statekit.World:
+    def restore(self, key: str) -> statekit.kit.World:
         time.sleep(4)  # like a big clone: I/O, outside the determinism controls' lock
         return super().restore(key)
 
@@ -161,7 +162,7 @@ class SlowCopies(InMemory):
 class SlowLedger(LedgerAdapter):
     """Every restore takes four seconds, so concurrent resets hold every worker thread."""
 
-    def make_strategy(self, name: str, **options: object) -> statekit.ResetStrategy:
+    def make_strategy(self, name: str, **options: object) -> statekit.kit.ResetStrategy:
         return SlowCopies()
 
 

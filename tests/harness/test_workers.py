@@ -23,9 +23,9 @@ from statekit.errors import ActionError, EnvironmentLost, ResetNeeded, StatekitE
 from statekit.harness import HarnessConfig, create_app
 from statekit.harness.worker import portable
 from statekit.postgres import PostgresServer
-from statekit.postgres.embedded import statekit_home
 from statekit.rollouts import Turn, run
 from statekit.servers import ThreadedServer
+from statekit.settings import statekit_home
 from statekit.strategies.naming import HOST_TAG, Owner, process_start
 from statekit.testing.ledger import ledger_policy
 
@@ -48,7 +48,7 @@ def harness() -> Iterator[Callable[..., tuple[str, Any]]]:
     servers: list[ThreadedServer] = []
 
     def start(adapter: str, **config: Any) -> tuple[str, Any]:
-        app = create_app(HarnessConfig(adapter, **config))
+        app = create_app(HarnessConfig.of(adapter, **config))
         servers.append(ThreadedServer(app).start(timeout=120))
         return servers[-1].url, app
 

@@ -13,11 +13,11 @@ import psycopg
 import pytest
 
 import statekit
+from statekit.checks import check_env
+from statekit.checks.journal_attacks import ATTACKS, Attack, check_journal_attacks, journaled_parts
 from statekit.postgres.journal import Journal
 from statekit.postgres.server import to_conninfo
-from statekit.testing import check_env
 from statekit.testing.database import first_difference, logical_state
-from statekit.testing.journal_attacks import ATTACKS, Attack, check_journal_attacks, journaled_parts
 from tests.testing.shelf_adapters import Shelf
 
 ONCE_FAILED = {
@@ -100,6 +100,8 @@ def test_the_application_cannot_reach_another_world(env: statekit.Environment) -
 
 
 def test_the_checker_reports_journal_integrity(env: statekit.Environment) -> None:
-    report = check_env(env, seeds=(7, 8), repeats=1, task_repeats=1, probes=None, walk_steps=4)
+    report = check_env(
+        env, seeds=(7, 8), repeats=1, task_repeats=1, probes=None, walk_steps=4, controls=False
+    )
     assert report.journal_integrity is True, report.problems
     assert [case["name"] for case in report.journal_attacks] == [attack.name for attack in ATTACKS]

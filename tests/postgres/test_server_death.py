@@ -25,11 +25,11 @@ import psycopg
 import pytest
 
 import statekit
+from statekit.checks.journal_attacks import journaled_parts
 from statekit.client import RemoteEnvironment
 from statekit.errors import EnvironmentLost, RemoteError, ServerDown, StatekitError, WorldLost
-from statekit.postgres.cluster import EmbeddedCluster
-from statekit.postgres.embedded import SharedCluster
-from statekit.testing.journal_attacks import journaled_parts
+from statekit.postgres.cluster import PgCluster
+from statekit.postgres.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[2]
 SHELF = "tests.testing.shelf_adapters:Shelf"
@@ -46,7 +46,7 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield path
     for cluster in ("pg", "external"):
         if (path / cluster / "data").exists():
-            EmbeddedCluster(path / cluster).stop_server()
+            PgCluster(path / cluster).stop_server()
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -75,7 +75,7 @@ def _until(what: str, predicate: Any, timeout: float = 60.0) -> Any:
 def test_an_episode_whose_server_was_killed_is_lost_and_the_next_reset_serves_a_fresh_world(
     home: Path,
 ) -> None:
-    keep = SharedCluster()  # the test's own lease: the server outlives the environment's
+    keep = EmbeddedPostgres()  # the test's own lease: the server outlives the environment's
     keep.acquire()
     with statekit.make(SHELF) as env:
         _, first = env.reset(seed=7)
@@ -102,7 +102,7 @@ def test_an_episode_whose_server_was_killed_is_lost_and_the_next_reset_serves_a_
 
 def test_a_reset_while_the_server_is_down_says_so_and_creates_nothing(home: Path) -> None:
     """With a server statekit does not run (a URL), it reports it down and restarts nothing."""
-    cluster = EmbeddedCluster(home / "external").start()
+    cluster = PgCluster(home / "external").start()
     try:
         with statekit.make(SHELF, db_url=cluster.url()) as env:
             env.reset(seed=7)

@@ -13,17 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from statekit.postgres.cluster import EmbeddedCluster
+from statekit.postgres.cluster import PgCluster
 from statekit.ray import LocalCluster
 from statekit.rollouts import Policy, Trajectory, run, scripted
 
 SEEDS = [7, 8, 9, 10]
 
 
-@pytest.fixture(scope="session")
+_CLUSTER: list[LocalCluster] = []
+"""The running cluster, if any: started by the first test that needs it, stopped after the last test
+of a run of such tests in this process (``pytest_runtest_teardown``), since an idle Ray cluster keeps
+both cores busy with its health checks while the process runs other tests."""
+
+
+@pytest.fixture
 def ray_cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(2, cpus_per_node=1) as cluster:
-        yield cluster
+    if not _CLUSTER:
+        _CLUSTER.append(LocalCluster(2, cpus_per_node=1).__enter__())
+    yield _CLUSTER[0]
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if _CLUSTER and (nextitem is None or "ray_cluster" not in getattr(nextitem, "fixturenames", ())):
+        _CLUSTER.pop().__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +75,7 @@ def leftovers(home: Path) -> list[str]:
             found += [f"{folder}/{entry}" for entry in os.listdir(files / folder)]
     found += [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(home) in line]
     if (home / "pg" / "data").exists():
-        cluster = EmbeddedCluster(home / "pg")
+        cluster = PgCluster(home / "pg")
         was_running = cluster.is_running()
         if not was_running:
             cluster.start()
@@ -77,3 +89,11 @@ def leftovers(home: Path) -> list[str]:
             if not was_running:
                 cluster.stop_server()
     return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that need no cluster first, so those that do run back to back on one cluster."""
+    positions = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/ray/")]
+    ordered = sorted((items[i] for i in positions), key=lambda item: "ray_cluster" in item.fixturenames)
+    for position, item in zip(positions, ordered, strict=True):
+        items[position] = item

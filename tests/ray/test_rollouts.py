@@ -22,7 +22,7 @@ def _bytes(trajectories: Sequence[Trajectory]) -> list[bytes]:
 
 
 def _over_workers(adapter: str, episodes: list, policy: Policy, **config: object) -> list[Trajectory]:
-    app = create_app(HarnessConfig(adapter, workers=2, max_sessions=8, **config))  # type: ignore[arg-type]
+    app = create_app(HarnessConfig.of(adapter, workers=2, max_sessions=8, **config))
     server = ThreadedServer(app).start(timeout=120)
     try:
         return run(lambda: RemoteEnvironment(server.url), episodes, policy, concurrency=4)

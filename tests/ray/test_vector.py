@@ -25,8 +25,11 @@ def test_batched_steps_equal_in_process_ones_and_survive_a_killed_actor(ray_clus
             first = ledger_policy(turn)
             second = ledger_policy(Turn(seed, {}, info, (obs, env.step(first)[0]), (first,)))
             local.append((info["digest"], first, second, env.step(second)))
-    with VectorEnv(LEDGER, 2, num_cpus=0.5) as vector:
+    spec = statekit.EnvSpec(LEDGER, max_steps=6, adapter_options={"accounts": 4})
+    with VectorEnv(spec, 2, num_cpus=0.5) as vector:
         assert len({node for node, _ in vector.placement}) == 2
+        made = ray.get([member.handle.spec_made.remote() for member in vector.fleet.members])
+        assert made == [spec.as_dict()] * 2, "each actor makes its environment from the one spec it was given"
         _, infos = vector.reset(seeds)
         assert [i["digest"] for i in infos] == [row[0] for row in local]
         vector.step([row[1] for row in local])

@@ -74,7 +74,7 @@ def _assert_swept(server: PostgresServer, root: Path, left: dict[str, object]) -
     try:
         assert sorted(db.swept) == sorted(databases)
         assert sorted(files.swept) == sorted(trees)
-        assert server.databases("skorph_") == ["skorph_g_orphankey"], "the snapshot cache's golden stays"
+        assert server.databases("skorph_") == ["skorph_g_orphankey"], "the world cache's golden stays"
         assert os.listdir(root / "goldens") == ["orphankey"] and os.listdir(root / "copies") == []
     finally:
         files.close()

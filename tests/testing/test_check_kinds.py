@@ -6,16 +6,16 @@ from __future__ import annotations
 import psycopg
 
 import statekit
-from statekit.adapter import Adapter
-from statekit.container_mode import ContainerAdapter
-from statekit.testing import (
+from statekit.checks import (
     check_env,
     check_kind,
     check_random_walk,
     controls_not_checked,
     coverage_not_checked,
 )
-from statekit.testing.blind_spots import CONTENTS, WriteWatch
+from statekit.checks.blind_spots import CONTENTS, WriteWatch
+from statekit.container_mode import ContainerAdapter
+from statekit.kit import StateDumps
 from statekit.testing.ledger import LedgerAdapter
 from tests.containers.test_container_mode import ContainedLedger
 from tests.testing.recycling import RecyclingLedger
@@ -24,7 +24,7 @@ from tests.testing.shelf_adapters import NoisyShelf, Shelf
 
 def test_every_kind_is_replayed_and_the_ignored_tables_it_writes_are_reported(pg_url: str) -> None:
     with statekit.make(Shelf, db_url=pg_url) as env:
-        report = check_env(env, seeds=(7, 8), repeats=2, task_repeats=1, probes=None)
+        report = check_env(env, seeds=(7, 8), repeats=2, task_repeats=1, probes=None, controls=False)
     assert report.ok and report.random_walk is True, report.problems
     bump, blind = report.kinds["bump"], report.kinds["bump_blind"]
     assert (bump.seed, blind.seed) == (7, 8)
@@ -78,7 +78,7 @@ def test_without_a_usable_journal_the_ignored_tables_contents_are_compared(pg_ur
 
 def test_what_cannot_be_watched_or_covered_is_not_checked() -> None:
     with statekit.make(LedgerAdapter) as env:
-        report = check_env(env, repeats=2, task_repeats=1, probes=None)
+        report = check_env(env, repeats=2, task_repeats=1, probes=None, controls=False)
     assert report.kinds["transfer"].ignored_writes is None
     note = "ignored_writes: not checked for task 'transfer': adapter 'ledger' has no digest spec"
     assert note in report.notes[0]
@@ -88,14 +88,14 @@ def test_what_cannot_be_watched_or_covered_is_not_checked() -> None:
 class UncoveredLedger(LedgerAdapter):
     """A ledger whose adapter never compares its digest with its state."""
 
-    check_schema = Adapter.check_schema
+    check_schema = StateDumps.check_schema
 
 
 def test_coverage_of_an_adapter_without_check_schema_is_not_checked() -> None:
     with statekit.make(UncoveredLedger) as env:
-        report = check_env(env, repeats=2, task_repeats=1, probes=None)
+        report = check_env(env, repeats=2, task_repeats=1, probes=None, controls=False)
     assert report.coverage is None and report.ok
-    note = "coverage: not checked: adapter 'ledger' does not implement Adapter.check_schema"
+    note = "coverage: not checked: adapter 'ledger' does not implement StateDumps.check_schema"
     assert note in report.notes[0]
 
 
@@ -103,6 +103,6 @@ def test_coverage_and_controls_in_container_mode_are_not_checked() -> None:
     """The harness inside digests with the adapter's own spec; from outside, neither the live schema
     nor the controls can be reached (``check_env`` reports coverage as null with this reason)."""
     contained = ContainerAdapter(ContainedLedger())
-    assert str(coverage_not_checked(contained)).startswith("container mode: the harness inside")
+    assert str(coverage_not_checked(contained)).startswith("container mode: 'ledger' runs inside")
     assert "in-process strategy of ['memory']" in str(controls_not_checked(contained))
     assert coverage_not_checked(LedgerAdapter()) is None and controls_not_checked(LedgerAdapter()) is None

@@ -4,7 +4,7 @@ adapter passes; the updated digest equals a full recompute."""
 from __future__ import annotations
 
 import statekit
-from statekit.testing import check_env, check_incremental_digest, check_rewind_order
+from statekit.checks import check_env, check_incremental_digest, check_rewind_order
 from tests.testing.order_adapter import SortedItems, UnsortedItems
 
 
@@ -19,13 +19,13 @@ def test_an_order_dependent_read_is_caught_and_named(pg_url: str) -> None:
 def test_an_ordered_read_passes_and_check_env_reports_it(pg_url: str) -> None:
     with statekit.make(SortedItems, db_url=pg_url) as env:
         assert check_rewind_order(env, seed=3) is None
-        report = check_env(env, seeds=(3, 4), repeats=2, task_repeats=1)
+        report = check_env(env, seeds=(3, 4), repeats=2, task_repeats=1, controls=False)
     assert report.rewind_order is True and report.incremental_digest is True
 
 
 def test_check_env_fails_an_order_dependent_adapter(pg_url: str) -> None:
     with statekit.make(UnsortedItems, db_url=pg_url) as env:
-        report = check_env(env, seeds=(3, 4), repeats=2, task_repeats=1)
+        report = check_env(env, seeds=(3, 4), repeats=2, task_repeats=1, controls=False)
     assert report.rewind_order is False and not report.ok
     assert any(p.startswith("rewind_order: seed 3") and "'top'" in p for p in report.problems)
 
@@ -33,7 +33,7 @@ def test_check_env_fails_an_order_dependent_adapter(pg_url: str) -> None:
 def test_a_strategy_that_does_not_rewind_is_not_checked() -> None:
     with statekit.make("statekit.testing.ledger:LedgerAdapter") as env:
         assert str(check_rewind_order(env, seed=1)).startswith("not checked: strategy memory")
-        assert check_env(env, repeats=2, task_repeats=1).rewind_order is None
+        assert check_env(env, repeats=2, task_repeats=1, controls=False).rewind_order is None
 
 
 def test_the_updated_digest_equals_a_full_one_on_every_step(pg_url: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import marshal
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -159,6 +160,12 @@ def _cut(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit] + "\n[... output truncated]", True
 
 
+AST_LOCK = threading.Lock()
+"""CPython before 3.11.8 tracks the AST validator's recursion depth per interpreter, not per thread:
+two threads parsing at once can fail with "AST constructor recursion depth mismatch" (gh-106905).
+Tasks are validated in threads, so their code and records are parsed one thread at a time."""
+
+
 def parse_records(data: bytes) -> list[dict[str, Any]]:
     """The runner's records, one Python literal per line, read with ``ast.literal_eval`` (which
     evaluates no code). The sandbox may have written anything here: a line that is not a literal
@@ -166,7 +173,8 @@ def parse_records(data: bytes) -> list[dict[str, Any]]:
     records = []
     for line in data.split(b"\n"):
         try:
-            record = ast.literal_eval(line.decode("utf-8"))
+            with AST_LOCK:
+                record = ast.literal_eval(line.decode("utf-8"))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, UnicodeDecodeError):
             continue
         if isinstance(record, dict):

@@ -46,7 +46,7 @@ from adapters.code_env.sandbox.base import (
 from adapters.code_env.sandbox.image import ensure_image
 from adapters.code_env.sandbox.owners import is_gone, owner_tag
 from adapters.code_env.sandbox.runner import PYTHON_FLAGS, WORK_DIR
-from statekit import docker_client
+from statekit.kit import docker_client
 
 log = logging.getLogger(__name__)
 OWNER_LABEL = "statekit.code_env.owner"

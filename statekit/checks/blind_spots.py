@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from statekit.container_mode import ContainerAdapter
 from statekit.digest.spec import DigestSpec
 from statekit.env import Environment
 from statekit.postgres.journal import Cut, Journal, delta, journals_of
@@ -68,8 +67,8 @@ class WriteWatch:
     @classmethod
     def start(cls, env: Environment) -> WriteWatch | str:
         """A watch on the current episode's world from now, or why its writes cannot be watched."""
-        if isinstance(env.adapter, ContainerAdapter):
-            return "container mode: the world's tables are inside its container, out of statekit's reach"
+        if env.adapter.out_of_process:
+            return env.adapter.out_of_process
         spec = getattr(env.adapter, "spec", None)
         if not isinstance(spec, DigestSpec):
             return (

@@ -3,7 +3,7 @@
 If the reward can go up without the task getting done, an optimiser will find the way. So for every
 task kind and seed the checker plays policies that do no task at all, with a generous step budget
 (truncation must not be the defence), and demands that each scores at most the kind's floor
-(``Adapter.exploit_floors``, default 0):
+(``CheckHints.exploit_floors``, default 0):
 
 - ``do_nothing``: never calls a tool (each step an empty action) until the step budget runs out;
 - ``submit_at_once[T]``: calls ``T`` first, for every tool that needs no entity; a tool that ends the
@@ -33,21 +33,30 @@ per ``enum`` value and boolean of its optional arguments.
 from __future__ import annotations
 
 import copy
-import itertools
 import random
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from statekit.capabilities import exploit_floors
+from statekit.checks.arguments import (
+    FILLER,
+    NOTHING,
+    Harvest,
+    ToolView,
+    argument_tuples,
+    bounded,
+    entity_args,
+    fillable,
+    fixed_value,
+    may_take_entity,
+    random_action,
+)
 from statekit.contract import JSON
 from statekit.env import Environment
 from statekit.errors import ConfigError
 
 Action = dict[str, JSON]
-FILLER = "probe"
-_TOKEN = re.compile(r"[^\s,;()\[\]{}\"'`]+")
-_NOTHING = object()
 
 
 @dataclass(frozen=True)
@@ -152,129 +161,6 @@ class ProbeReport:
         return table
 
 
-# -- tools and their arguments -----------------------------------------------------------------
-@dataclass(frozen=True)
-class _Tool:
-    name: str
-    properties: dict[str, dict[str, Any]]
-    required: tuple[str, ...]
-    read_only: bool
-
-    @classmethod
-    def of(cls, tool: Mapping[str, Any]) -> _Tool:
-        schema = tool.get("input_schema") or {}
-        annotations = tool.get("annotations") or {}
-        return cls(
-            name=str(tool["name"]),
-            properties=dict(schema.get("properties") or {}),
-            required=tuple(schema.get("required") or ()),
-            read_only=bool(annotations.get("readOnlyHint", False)),
-        )
-
-
-def _fixed(schema: Mapping[str, Any]) -> Any:
-    """A value from the schema alone, or ``_NOTHING`` when the value must come from the world."""
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    if "default" in schema:
-        return schema["default"]
-    kind = schema.get("type")
-    if kind in ("integer", "number"):
-        if "maximum" in schema:
-            return schema["maximum"]
-        if "exclusiveMaximum" in schema:
-            return schema["exclusiveMaximum"] - 1
-        return schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
-    if kind == "boolean":
-        return True
-    if kind == "string" and "pattern" not in schema:
-        return _filler(schema)
-    if kind == "array" and not schema.get("minItems"):
-        return []
-    return _NOTHING
-
-
-def _filler(schema: Mapping[str, Any]) -> str:
-    low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
-    text = FILLER * (low // len(FILLER) + 1)
-    return text[: int(high)] if high is not None else text
-
-
-class Harvest:
-    """Every string the episode has shown, with where it was seen, for filling entity arguments."""
-
-    def __init__(self) -> None:
-        self._rank: dict[str, tuple[int, int]] = {}
-        self._by_key: dict[str, dict[str, None]] = {}
-        self._prompt: set[str] = set()
-
-    def add(self, observation: JSON, *, first: bool = False) -> None:
-        """Record an observation; ``first`` marks the task prompt's (its values rank first)."""
-        if first:
-            self._prompt.update(self._words(observation))
-        self._walk(observation, key=None, related=False)
-
-    def _words(self, node: JSON) -> Iterator[str]:
-        if isinstance(node, str):
-            yield node
-            yield from self._tokens(node)
-        elif isinstance(node, Mapping):
-            for k, v in node.items():
-                yield str(k)
-                yield from self._words(v)
-        elif isinstance(node, list):
-            for v in node:
-                yield from self._words(v)
-
-    @staticmethod
-    def _tokens(text: str) -> Iterator[str]:
-        if any(c.isspace() for c in text):
-            for token in _TOKEN.findall(text):
-                yield token.rstrip(".:!?")
-
-    def _walk(self, node: JSON, *, key: str | None, related: bool) -> None:
-        if isinstance(node, Mapping):
-            scalars = [str(v) for v in node.values() if isinstance(v, str | int) and not isinstance(v, bool)]
-            related = related or any(s in self._prompt for s in scalars)
-            for k, v in node.items():
-                self._see(str(k), None, related)
-                self._walk(v, key=str(k), related=related)
-        elif isinstance(node, list):
-            for v in node:
-                self._walk(v, key=key, related=related)
-        elif isinstance(node, str):
-            self._see(node, key, related)
-            for token in self._tokens(node):
-                self._see(token, None, related)
-
-    def _see(self, text: str, key: str | None, related: bool) -> None:
-        if not text:
-            return
-        rank = 0 if text in self._prompt else 1 if related else 2
-        old = self._rank.get(text)
-        order = old[1] if old else len(self._rank)
-        self._rank[text] = (min(rank, old[0]) if old else rank, order)
-        if key is not None:
-            self._by_key.setdefault(key, {})[text] = None
-
-    def values(self, name: str, schema: Mapping[str, Any]) -> list[str] | None:
-        """Candidates for an entity argument, most relevant first; None if ``schema`` is not one."""
-        if schema.get("type") != "string" or "const" in schema or "enum" in schema:
-            return None
-        low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
-        if "pattern" in schema:
-            pattern = re.compile(str(schema["pattern"]))
-            pool: Sequence[str] = [s for s in self._rank if pattern.search(s)]
-        else:
-            pool = list(self._by_key.get(name, {}))
-            if not pool:
-                return None
-        fits = [s for s in pool if len(s) >= low and (high is None or len(s) <= int(high))]
-        return sorted(fits, key=lambda s: self._rank[s])
-
-
 # -- one probe episode -------------------------------------------------------------------------
 class _Episode:
     """A probe's episode: reset, act, harvest what is shown, remember what was done."""
@@ -282,7 +168,7 @@ class _Episode:
     def __init__(self, env: Environment, seed: int, options: dict[str, JSON], budget: int) -> None:
         self.env, self.budget = env, budget
         obs, info = env.reset(seed=seed, options=options)
-        self.tools = [_Tool.of(t) for t in info["tools"]]
+        self.tools = [ToolView.of(t) for t in info["tools"]]
         self.harvest = Harvest()
         self.harvest.add(obs, first=True)
         self.actions: list[Action] = []
@@ -303,13 +189,13 @@ class _Episode:
         self.harvest.add(obs)
         self.done, self.terminated = terminated or truncated, terminated
 
-    def call(self, tool: _Tool, extra: Mapping[str, Any] | None = None) -> bool:
+    def call(self, tool: ToolView, extra: Mapping[str, Any] | None = None) -> bool:
         """Call ``tool`` with its fixed arguments plus ``extra``; False if they cannot all be filled."""
         args = dict(extra or {})
         for name in tool.required:
             if name not in args:
-                value = _fixed(tool.properties.get(name, {}))
-                if value is _NOTHING:
+                value = fixed_value(tool.properties.get(name, {}))
+                if value is NOTHING:
                     return False
                 args[name] = value
         self.act({"tool": tool.name, **args})
@@ -323,9 +209,9 @@ class _Episode:
         readers = [t for t in tools if t.read_only] or tools
         for tool in readers:
             base = {  # optional page sizes and offsets at their largest allowed value
-                name: _fixed(schema)
+                name: fixed_value(schema)
                 for name, schema in tool.properties.items()
-                if name not in tool.required and _bounded(schema)
+                if name not in tool.required and bounded(schema)
             }
             variants = [base]
             for name, schema in tool.properties.items():
@@ -338,58 +224,11 @@ class _Episode:
                     break
         return copy.deepcopy(self.harvest) if all(t.read_only for t in readers) and not self.done else None
 
-    def finish(self, terminal: Sequence[_Tool]) -> None:
+    def finish(self, terminal: Sequence[ToolView]) -> None:
         for tool in terminal:
             if self.done:
                 return
             self.call(tool)
-
-
-def _fillable(tool: _Tool) -> bool:
-    """Whether the schema alone fills every required argument."""
-    return all(_fixed(tool.properties.get(name, {})) is not _NOTHING for name in tool.required)
-
-
-def _may_take_entity(tool: _Tool) -> bool:
-    """Whether a required argument is a free string (an entity, if the episode shows matching values)."""
-    return any(
-        schema.get("type") == "string" and "const" not in schema and "enum" not in schema
-        for name in tool.required
-        for schema in [tool.properties.get(name, {})]
-    )
-
-
-def _bounded(schema: Mapping[str, Any]) -> bool:
-    return schema.get("type") in ("integer", "number") and ("maximum" in schema or "minimum" in schema)
-
-
-def _entity_args(tool: _Tool, harvest: Harvest) -> dict[str, list[str]]:
-    """The tool's required entity arguments and their candidates (empty lists: none seen yet)."""
-    out: dict[str, list[str]] = {}
-    for name in tool.required:
-        schema = tool.properties.get(name, {})
-        values = harvest.values(name, schema)
-        if values is not None:
-            out[name] = values
-        elif _fixed(schema) is _NOTHING:
-            out[name] = []
-    return out
-
-
-def _tuples(candidates: dict[str, list[str]], cap: int) -> list[dict[str, str]]:
-    """Argument tuples: every combination when there are few, else each value at least once."""
-    names = list(candidates)
-    lists = [candidates[n] for n in names]
-    if not names or any(not values for values in lists):
-        return []
-    total = 1
-    for values in lists:
-        total *= len(values)
-    if total <= cap:
-        combos: Iterator[tuple[str, ...]] = itertools.product(*lists)
-    else:  # the diagonal: call i takes value i of each list (wrapping), so every value appears
-        combos = (tuple(v[i % len(v)] for v in lists) for i in range(max(len(v) for v in lists)))
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.islice(combos, cap)]
 
 
 # -- the policies ------------------------------------------------------------------------------
@@ -413,7 +252,7 @@ class _Prober:
         record("do_nothing", ep)
 
         for tool in tools:  # submit_at_once, learning which tools end the episode
-            if not _fillable(tool):
+            if not fillable(tool):
                 continue
             ep = self._episode(seed, options)
             if ep.call(tool):
@@ -431,14 +270,14 @@ class _Prober:
         for _ in range(self.settings.walk_steps):
             if ep.room <= 0 or ep.done:
                 break
-            action = _random_action(rng, movers, ep.harvest)
+            action = random_action(rng, movers, ep.harvest)
             if action is not None:
                 ep.act(action)
         ep.finish(terminal)
         record("random_walk", ep)
 
         for tool in tools:
-            if tool.read_only or tool.name in ends or not _may_take_entity(tool):
+            if tool.read_only or tool.name in ends or not may_take_entity(tool):
                 continue
             played = self._every_entity(seed, options, tool, terminal, looked, self.settings.entities)
             if played is not None and played[0].reward > floor and played[1]:
@@ -453,8 +292,8 @@ class _Prober:
         self,
         seed: int,
         options: dict[str, JSON],
-        tool: _Tool,
-        terminal: list[_Tool],
+        tool: ToolView,
+        terminal: list[ToolView],
         looked: Harvest | None,
         cap: int,
     ) -> tuple[_Episode, bool] | None:
@@ -469,10 +308,10 @@ class _Prober:
             ep.harvest = copy.deepcopy(looked)
         else:
             ep.look_around({t.name for t in terminal})
-        entity = _entity_args(tool, ep.harvest)
+        entity = entity_args(tool, ep.harvest)
         if not entity:
             return None
-        combos = _tuples(entity, cap + 1)
+        combos = argument_tuples(entity, cap + 1)
         for extra in combos[:cap]:
             if ep.room <= 0 or ep.done:
                 break
@@ -484,38 +323,6 @@ class _Prober:
         return _Episode(self.env, seed, options, self.settings.budget)
 
 
-def _random_action(rng: random.Random, tools: Sequence[_Tool], harvest: Harvest) -> Action | None:
-    """A random call of a random tool, or None when the drawn tool's arguments cannot be filled."""
-    tool = rng.choice(tools)
-    args: dict[str, Any] = {}
-    for name, schema in tool.properties.items():
-        if name not in tool.required and rng.random() < 0.5:
-            continue
-        value = _random_value(rng, name, schema, harvest)
-        if value is _NOTHING:
-            if name in tool.required:
-                return None
-            continue
-        args[name] = value
-    return {"tool": tool.name, **args}
-
-
-def _random_value(rng: random.Random, name: str, schema: Mapping[str, Any], harvest: Harvest) -> Any:
-    if schema.get("enum"):
-        return rng.choice(schema["enum"])
-    kind = schema.get("type")
-    if kind == "integer" and "const" not in schema:
-        low = int(schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1))
-        high = int(schema.get("maximum", schema.get("exclusiveMaximum", low + 101) - 1))
-        return rng.randint(low, max(low, high))
-    if kind == "boolean":
-        return rng.random() < 0.5
-    values = harvest.values(name, schema)
-    if values and (rng.random() < 0.8 or "pattern" in schema):
-        return rng.choice(values)
-    return _fixed(schema) if values is None or "pattern" not in schema else _NOTHING
-
-
 def check_exploits(
     env: Environment,
     *,
@@ -525,16 +332,14 @@ def check_exploits(
 ) -> ProbeReport:
     """Play every probe policy on every task kind (``options={"task": kind}``) and seed.
 
-    A run whose total reward exceeds the kind's floor (``Adapter.exploit_floors``) is an exploit.
+    A run whose total reward exceeds the kind's floor (``CheckHints.exploit_floors``) is an exploit.
     The environment's step cap is the settings' ``budget`` while the probes run.
     """
     settings = settings or ProbeSettings()
     report = ProbeReport()
-    floors = dict(getattr(env.adapter, "exploit_floors", {}) or {})
+    floors = exploit_floors(env.adapter)
     prober = _Prober(env, settings)
-    saved = env.max_steps_override
-    env.max_steps_override = settings.budget
-    try:
+    with env.step_cap(settings.budget):
         for kind in kinds if kinds is not None else env.adapter.task_kinds():
             for seed in seeds:
                 try:
@@ -546,8 +351,6 @@ def check_exploits(
                 "no tool ended the episode when called first, so only do_nothing and submit_at_once ran "
                 "(a finishing tool that needs an entity is beyond the probes)"
             )
-    finally:
-        env.max_steps_override = saved
     return report
 
 

@@ -1,0 +1,40 @@
+"""The episode being played, as one value: what ``Environment`` keeps between calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from statekit.adapter import Episode
+from statekit.contract import JSON
+from statekit.determinism.controls import Controls
+from statekit.digest.compute import Digest
+from statekit.world import World
+
+Step = tuple[JSON, float, bool, bool, dict[str, JSON]]
+
+
+@dataclass
+class Live:
+    """The episode being played: the world it plays on, the application's episode, its controls."""
+
+    key: str
+    """The world key (the golden) it started from."""
+    seed: int
+    options: dict[str, JSON]
+    world: World
+    episode: Episode
+    controls: Controls
+    episode_id: str
+    digest: Digest
+    """The latest digest of the world: what the next one is updated from."""
+    step_count: int = 0
+    done: bool = False
+
+    def info(self, **extra: JSON) -> dict[str, JSON]:
+        """A step's ``info``: the episode, the step and the virtual clock after it."""
+        return {
+            "episode_id": self.episode_id,
+            "step": self.step_count,
+            "clock": self.controls.clock.isoformat(),
+            **extra,
+        }
