@@ -30,7 +30,7 @@ from rich.table import Table
 from timing import percentile_ms, timed
 
 import statekit
-from adapters.code_env.baselines import KINDS, play_all, play_in_parallel
+from statekit_examples.adapters.code_env.baselines import KINDS, play_all, play_in_parallel
 
 TASK = "median"
 console = Console()

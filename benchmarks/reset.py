@@ -34,10 +34,10 @@ from wide_world import WideWorld
 
 import statekit
 import statekit.kit
-from adapters.claims_app import ClaimsAdapter
 from statekit.determinism.controls import Controls
 from statekit.postgres.journal import Journal, multirange
 from statekit.strategies.base import World
+from statekit_examples.adapters.claims_app import ClaimsAdapter
 
 SEEDS = (7, 8)
 

@@ -72,10 +72,10 @@ def container_rows(n: int) -> list[tuple[str, list[float]]]:
     """Claims environment containers: a cold start (run + harness ready) vs a pre-warmed take, and
     the whole ``env.reset`` with each strategy for comparison."""
     import statekit
-    from adapters.claims_app.image import ensure_image
     from statekit.container_mode import harness_ready
     from statekit.strategies.container import ContainerPerEpisode, docker_client
     from statekit.strategies.prewarmed import Prewarmed
+    from statekit_examples.adapters.claims_app.image import ensure_image
 
     rows: list[tuple[str, list[float]]] = []
     with statekit.make("claims_app", strategy="container") as env:

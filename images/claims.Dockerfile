@@ -16,8 +16,8 @@ ENV PATH=/opt/venv/bin:/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin
     STATEKIT_PG_LINGER=0 \
     STATEKIT_HOME=/var/lib/statekit
 WORKDIR /app
-# statekit.container_mode.serve_command("adapters.claims_app:ClaimsAdapter"): one episode per container,
+# statekit.container_mode.serve_command("statekit_examples.adapters.claims_app:ClaimsAdapter"): one episode per container,
 # served in the serving process (--workers 0, no worker pool), on the socket in the host-mounted
 # directory. The adapter is named by its path: the source is on PYTHONPATH, not installed, so the
 # statekit_adapters entry points that register "claims_app" do not exist in the image.
-ENTRYPOINT ["python", "-m", "statekit.cli", "serve", "adapters.claims_app:ClaimsAdapter", "--workers", "0", "--uds", "/run/statekit/harness.sock"]
+ENTRYPOINT ["python", "-m", "statekit.cli", "serve", "statekit_examples.adapters.claims_app:ClaimsAdapter", "--workers", "0", "--uds", "/run/statekit/harness.sock"]

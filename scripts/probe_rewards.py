@@ -36,9 +36,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import statekit
-from adapters.claims_app import ClaimsEpisode, tasks
-from adapters.claims_app.exploits import EXPLOITS, TARGETS, play
 from statekit.checks.probes import ProbeSettings, check_exploits
+from statekit_examples.adapters.claims_app import ClaimsEpisode, tasks
+from statekit_examples.adapters.claims_app.exploits import EXPLOITS, TARGETS, play
 
 
 def seed_list(text: str) -> list[int]:

@@ -115,6 +115,11 @@ class AssayHooks(Protocol):
         """The cassette the episodes of ``seed`` replay (``statekit record`` replaces it). None: none."""
         return None
 
+    def shipped_images(self, strategy: str) -> list[str]:
+        """Container images (ids) the application runs in under ``strategy`` beyond the strategy's own
+        (a sandbox image, say): what ships is their content. Asked after ``make_strategy(strategy)``."""
+        return []
+
 
 @runtime_checkable
 class LiveServices(Protocol):

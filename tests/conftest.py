@@ -86,9 +86,14 @@ def fresh_db_url(pg_cluster: PostgresServer) -> Iterator[str]:
 
 
 GROUPS = {
-    "code_env": ("tests/code_env/", "statekit[code_env]", "tests/assay/test_adapters_ship.py::"),
+    "code_env": ("tests/code_env/", "statekit[code_env]"),
     "ray": ("tests/ray/",),
-    "docker": ("tests/containers/", "tests/docker/", "tests/assay/test_claims_assay.py::"),
+    "docker": (
+        "tests/containers/",
+        "tests/docker/",
+        "tests/assay/test_claims_assay.py::",  # one claims image read (tests/assay/helpers.py) ...
+        "tests/assay/test_adapters_ship.py::",  # ... for both files
+    ),
 }
 """Per group, the node ids (by prefix) whose tests run in one process, one at a time."""
 
@@ -127,6 +132,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (not item.nodeid.startswith(grouped), not item.nodeid.startswith(long)))
 
 
+@pytest.hookimpl(optionalhook=True)  # a serial run (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Spread tests one by one over the processes, except each group of ``GROUPS``: a group's tests go
     to one process, in order (xdist's own ``loadgroup`` needs markers it reads from node ids, which

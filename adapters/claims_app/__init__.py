@@ -25,17 +25,7 @@ from fastapi.dependencies import models as fastapi_dependencies
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-import examples.claims_app as app_pkg
-from adapters.claims_app.image import ensure_image
-from adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
-from adapters.claims_app.tools import TOOLS, to_request, upload_of
-from adapters.claims_app.vendors import live_vendors
-from examples.claims_app import fixtures, services
-from examples.claims_app.api import create_app
-from examples.claims_app.config import Settings
-from examples.claims_app.db import create_schema, make_engine, make_session_factory
-from examples.claims_app.models import Adjuster, AuthSession, Base
-from examples.claims_app.worker import RunningWorker, Worker, start_in_thread
+import statekit_examples.apps.claims_app as app_pkg
 from statekit import ConfigError
 from statekit.kit import (
     JOURNAL_BOUND,
@@ -61,6 +51,16 @@ from statekit.kit import (
     World,
     episode_replay,
 )
+from statekit_examples.adapters.claims_app.image import ensure_image
+from statekit_examples.adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
+from statekit_examples.adapters.claims_app.tools import TOOLS, to_request, upload_of
+from statekit_examples.adapters.claims_app.vendors import live_vendors
+from statekit_examples.apps.claims_app import fixtures, services
+from statekit_examples.apps.claims_app.api import create_app
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.db import create_schema, make_engine, make_session_factory
+from statekit_examples.apps.claims_app.models import Adjuster, AuthSession, Base
+from statekit_examples.apps.claims_app.worker import RunningWorker, Worker, start_in_thread
 
 BUILDER_VERSION = "3"
 VENDORS = "vendors"

@@ -23,7 +23,9 @@ BASE_IMAGE = "statekit/base:bookworm"
 REPOSITORY = "statekit/claims-env"
 DOCKERFILE = ROOT / "images" / "claims.Dockerfile"
 REQUIREMENTS = ROOT / "images" / "claims-requirements.txt"
-SOURCES = ("statekit", "adapters", "examples", "digests", "replay_cassettes")
+# statekit_examples holds two links (to adapters/ and examples/): copied as links, so the adapter finds
+# digests/ and replay_cassettes/ beside its real directory, as in the repository.
+SOURCES = ("statekit", "statekit_examples", "adapters", "examples", "digests", "replay_cassettes")
 
 
 def _source_files() -> list[Path]:
@@ -82,7 +84,10 @@ def ensure_image(client: Any) -> str:
             raise ConfigError(f"downloading the pinned wheels failed:\n{download.stderr[-2000:]}")
         for top in SOURCES:
             shutil.copytree(
-                ROOT / top, context / "src" / top, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                ROOT / top,
+                context / "src" / top,
+                symlinks=True,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             )
         shutil.copy(DOCKERFILE, context / "Dockerfile")
         try:

@@ -24,11 +24,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from examples.claims_app import rules
-from examples.claims_app.clock import as_utc, utcnow
-from examples.claims_app.config import Settings
-from examples.claims_app.models import Adjuster, Claim, ClaimNote, Customer, Payment, Policy
 from statekit.kit import JSON, SEQUENCES_PREFIX, Allow, Expectation, Task
+from statekit_examples.apps.claims_app import rules
+from statekit_examples.apps.claims_app.clock import as_utc, utcnow
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.models import Adjuster, Claim, ClaimNote, Customer, Payment, Policy
 
 AGENT = "adjuster"
 MAX_STEPS = 12

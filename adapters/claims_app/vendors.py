@@ -24,10 +24,11 @@ def _free_port() -> int:
 
 @contextmanager
 def live_vendors(timeout: float = 20.0) -> Iterator[str]:
-    """Run ``python -m examples.claims_app vendors`` on a free loopback port; yield its base URL."""
+    """Run ``python -m statekit_examples.apps.claims_app vendors`` on a free loopback port; yield its
+    base URL."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "examples.claims_app", "vendors", "--port", str(port)],
+        [sys.executable, "-m", "statekit_examples.apps.claims_app", "vendors", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONHASHSEED": "0"},

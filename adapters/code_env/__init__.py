@@ -29,12 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.code_env.grader import Grade, grade
-from adapters.code_env.sandbox.base import DEFENCES, Job, Limits, Sandbox, SandboxSession, check_defences
-from adapters.code_env.sandbox.process import DEFAULT_PYTHON
-from adapters.code_env.tasks import TASKS_DIR, VISIBLE_FILE, TaskSpec, load_tasks
-from adapters.code_env.tools import HANDLERS, PATH_ERRORS, TOOLS, ToolError, Workspace
-from adapters.code_env.validate import Pool, validate_pool, write_tree
 from statekit import ConfigError
 from statekit.kit import (
     Adapter,
@@ -57,20 +51,33 @@ from statekit.kit import (
     file_dump,
     statekit_home,
 )
+from statekit_examples.adapters.code_env.grader import Grade, grade
+from statekit_examples.adapters.code_env.sandbox.base import (
+    DEFENCES,
+    Job,
+    Limits,
+    Sandbox,
+    SandboxSession,
+    check_defences,
+)
+from statekit_examples.adapters.code_env.sandbox.process import DEFAULT_PYTHON
+from statekit_examples.adapters.code_env.tasks import TASKS_DIR, VISIBLE_FILE, TaskSpec, load_tasks
+from statekit_examples.adapters.code_env.tools import HANDLERS, PATH_ERRORS, TOOLS, ToolError, Workspace
+from statekit_examples.adapters.code_env.validate import Pool, validate_pool, write_tree
 
 BUILDER_VERSION = "1"
 TABLE = "files:world"
 
 
 def _process_sandbox(adapter: CodeEnvAdapter) -> Sandbox:
-    from adapters.code_env.sandbox.process import ProcessSandbox
+    from statekit_examples.adapters.code_env.sandbox.process import ProcessSandbox
 
     masked = (adapter.tasks_dir, statekit_home())
     return ProcessSandbox(adapter.limits, python=adapter.python, masked=masked, disabled=adapter.disabled)
 
 
 def _container_sandbox(adapter: CodeEnvAdapter) -> Sandbox:
-    from adapters.code_env.sandbox.container import ContainerSandbox
+    from statekit_examples.adapters.code_env.sandbox.container import ContainerSandbox
 
     return ContainerSandbox(adapter.limits, disabled=adapter.disabled)
 
@@ -346,6 +353,10 @@ class CodeEnvAdapter(Adapter, StateDumps, CheckHints, ToolSchemas, AssayHooks):
 
     def cassettes(self) -> list[Path]:
         return []  # the sandbox has no network: nothing is recorded or replayed
+
+    def shipped_images(self, strategy: str) -> list[str]:
+        """The container sandbox's image (the pool need not be validated to read it)."""
+        return [self.sandbox.describe()["image"]] if strategy == "container" else []
 
     def metadata(self) -> dict[str, Any]:
         """Versions, the sandbox's image digest, and the current task's metadata (source, creation

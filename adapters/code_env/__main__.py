@@ -1,10 +1,10 @@
-"""``python -m adapters.code_env``: play, validate the pool, or run the baselines.
+"""``python -m statekit_examples.adapters.code_env``: play, validate the pool, or run the baselines.
 
 ::
 
-    python -m adapters.code_env play --seed 7        # type actions as JSON, e.g. {"tool": "list_files"}
-    python -m adapters.code_env validate             # every task's verdict in this sandbox
-    python -m adapters.code_env baselines --episodes 40
+    python -m statekit_examples.adapters.code_env play --seed 7   # actions as JSON: {"tool": "list_files"}
+    python -m statekit_examples.adapters.code_env validate        # every task's verdict in this sandbox
+    python -m statekit_examples.adapters.code_env baselines --episodes 40
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 import statekit
-from adapters.code_env import CodeEnvAdapter
-from adapters.code_env.baselines import POLICIES, run_episode, run_script
 from statekit.kit import reference_actions
+from statekit_examples.adapters.code_env import CodeEnvAdapter
+from statekit_examples.adapters.code_env.baselines import POLICIES, run_episode, run_script
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -93,7 +93,9 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adapters.code_env", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m statekit_examples.adapters.code_env", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func in (("play", cmd_play), ("validate", cmd_validate), ("baselines", cmd_baselines)):
         command = sub.add_parser(name)

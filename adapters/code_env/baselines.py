@@ -2,8 +2,8 @@
 
 A trainer's first sanity check: doing nothing and acting at random must score 0 on every task (if
 they do not, the reward leaks), and the reference must score 1 (if it does not, the task is
-broken). ``python -m adapters.code_env baselines`` prints all three side by side; the LLM baseline
-(``llm_baseline.py``) is the player in between.
+broken). ``python -m statekit_examples.adapters.code_env baselines`` prints all three side by side;
+the LLM baseline (``llm_baseline.py``) is the player in between.
 
 A policy maps (observation, info of the reset, a seeded RNG) to the next action.
 """

@@ -25,8 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.code_env.sandbox.base import RunResult
-from adapters.code_env.tasks import Case, Step, TaskSpec
+from statekit_examples.adapters.code_env.sandbox.base import RunResult
+from statekit_examples.adapters.code_env.tasks import Case, Step, TaskSpec
 
 _ANSWER_KEYS = ({"case", "step", "value"}, {"case", "step", "raised", "message"}, {"import_error"})
 

@@ -3,8 +3,8 @@
 ::
 
     statekit serve code_env --port 8000 &
-    python -m adapters.code_env.llm_baseline --llm-url http://127.0.0.1:8080/v1 --model NAME \\
-        --env-url http://127.0.0.1:8000 --attempts 3
+    python -m statekit_examples.adapters.code_env.llm_baseline \\
+        --llm-url http://127.0.0.1:8080/v1 --model NAME --env-url http://127.0.0.1:8000 --attempts 3
 
 Each attempt resets the environment, sends the task as the first user message with the
 environment's tools as function-calling ``tools``, turns every ``tool_call`` the model returns into
@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from adapters.code_env.baselines import Env
+from statekit_examples.adapters.code_env.baselines import Env
 
 SYSTEM_PROMPT = (
     "You are fixing or implementing Python code in a small working directory. Use the tools to look "
@@ -269,7 +269,7 @@ def _task_ids(env: Any) -> list[str]:
     adapter = getattr(env, "adapter", None)
     if adapter is not None:
         return list(adapter.task_kinds())
-    from adapters.code_env.tasks import load_tasks
+    from statekit_examples.adapters.code_env.tasks import load_tasks
 
     return sorted(load_tasks())
 

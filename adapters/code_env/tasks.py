@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.code_env.sandbox.base import Job, Limits
-from adapters.code_env.sandbox.runner import encode
 from statekit import ConfigError
+from statekit_examples.adapters.code_env.sandbox.base import Job, Limits
+from statekit_examples.adapters.code_env.sandbox.runner import encode
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 CATEGORIES = ("implement", "bugfix")

@@ -37,9 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.code_env.grader import grade
-from adapters.code_env.sandbox.base import AST_LOCK, Sandbox, SandboxSession
-from adapters.code_env.tasks import TaskSpec
+from statekit_examples.adapters.code_env.grader import grade
+from statekit_examples.adapters.code_env.sandbox.base import AST_LOCK, Sandbox, SandboxSession
+from statekit_examples.adapters.code_env.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 VALIDATOR_VERSION = "2"

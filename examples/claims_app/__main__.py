@@ -20,7 +20,7 @@ from .vendors.app import create_vendor_app
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m examples.claims_app", description=__doc__)
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     seed = commands.add_parser("seed", help="create the schema and fill an empty database with demo data")

@@ -19,7 +19,7 @@ from statekit.assay import debian, fixtures, leaks, python_dists, traffic
 from statekit.assay.image import DIST_METADATA, read_files
 from statekit.assay.policy import Policy
 from statekit.assay.report import AssayReport, Finding, Shipped
-from statekit.capabilities import AssayHooks, replay_control
+from statekit.capabilities import AssayHooks, capability, replay_control
 from statekit.container_mode import adapter_for
 from statekit.errors import ConfigError
 from statekit.strategies.base import ResetStrategy
@@ -47,8 +47,8 @@ def _shipped_from_images(adapter: Adapter, name: str) -> tuple[list[Shipped], li
     from statekit.strategies.container import docker_client
 
     strategy = adapter.make_strategy(name)
-    try:  # the strategy's own image, else the one the adapter reports running its worlds in
-        images = _images(strategy) or [str(i) for i in [adapter.metadata().get("image")] if i]
+    try:  # the strategy's own images, and those the adapter says its application runs in
+        images = _images(strategy) + capability(adapter, AssayHooks).shipped_images(name)
     finally:
         strategy.close()
     if not images:

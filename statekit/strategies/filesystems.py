@@ -110,10 +110,13 @@ def mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
 
 
 def umount(target: Path) -> None:
-    """Unmount; a busy mount (a process still inside it) is detached lazily so discard never hangs."""
+    """Unmount; a busy mount (a process still inside it) is detached lazily so discard never hangs, and
+    one already unmounted by another process is done."""
     if libc.umount2(os.fsencode(target), 0) == 0:
         return
     err = ctypes.get_errno()
+    if err == errno.EINVAL and not os.path.ismount(target):
+        return  # another process (a sweeping harness worker) unmounted it first
     if err == errno.EBUSY:
         log.warning("%s is busy; detaching it lazily", target)
         if libc.umount2(os.fsencode(target), MNT_DETACH) == 0:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from sqlalchemy import Column, String
 
-from adapters.claims_app import ClaimsAdapter
-from examples.claims_app.models import Claim
+from statekit_examples.adapters.claims_app import ClaimsAdapter
+from statekit_examples.apps.claims_app.models import Claim
 
 Claim.__table__.append_column(Column("risk_band", String(8), nullable=True))
 

@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
 import statekit
-from adapters.claims_app import ClaimsAdapter
-from examples.claims_app.config import Settings
 from statekit.checks import check_task
 from statekit.errors import ConfigError, EnvironmentClosed, SpecError
 from statekit.postgres import PostgresServer
 from statekit.settings import statekit_home
+from statekit_examples.adapters.claims_app import ClaimsAdapter
+from statekit_examples.apps.claims_app.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -244,7 +244,7 @@ def test_bad_adapter_inputs_are_clear_errors(tmp_path: Path, pg_url: str) -> Non
         "format = 1\n[directories]\nuploads = 'documents'\n"
         "[tables.claims]\nkey = ['reference']\ninclude = ['reference', 'colour']\n"
     )
-    import adapters.claims_app as module
+    import statekit_examples.adapters.claims_app as module
 
     original = module.SPEC_PATH
     module.SPEC_PATH = broken

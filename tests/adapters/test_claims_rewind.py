@@ -14,10 +14,10 @@ import pytest
 
 import statekit
 import statekit.kit
-from adapters.claims_app import ClaimsAdapter
 from statekit.checks.walk import harvest, random_action
 from statekit.postgres.journal import Journal
 from statekit.testing.database import first_difference, logical_state
+from statekit_examples.adapters.claims_app import ClaimsAdapter
 
 
 def _conninfo(env: statekit.Environment) -> str:

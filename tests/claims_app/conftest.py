@@ -12,12 +12,12 @@ import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app.api import create_app
-from examples.claims_app.config import Settings
-from examples.claims_app.db import create_schema, make_engine, make_session_factory
-from examples.claims_app.fixtures import FIXTURE_PASSWORD, FixtureSummary, generate
-from examples.claims_app.vendors.app import create_vendor_app
-from examples.claims_app.worker import Worker
+from statekit_examples.apps.claims_app.api import create_app
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.db import create_schema, make_engine, make_session_factory
+from statekit_examples.apps.claims_app.fixtures import FIXTURE_PASSWORD, FixtureSummary, generate
+from statekit_examples.apps.claims_app.vendors.app import create_vendor_app
+from statekit_examples.apps.claims_app.worker import Worker
 
 LoginFn = Callable[..., dict[str, str]]
 

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app.clock import today
-from examples.claims_app.fixtures import FixtureSummary
-from examples.claims_app.models import Adjuster, Base, Claim, Policy
+from statekit_examples.apps.claims_app.clock import today
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary
+from statekit_examples.apps.claims_app.models import Adjuster, Base, Claim, Policy
 
 
 def db_snapshot(factory: sessionmaker[Session]) -> dict[str, list[tuple[Any, ...]]]:

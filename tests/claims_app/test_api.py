@@ -11,11 +11,19 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app import rules
-from examples.claims_app.clock import utcnow
-from examples.claims_app.config import Settings
-from examples.claims_app.fixtures import FixtureSummary
-from examples.claims_app.models import AuditLog, AuthSession, Claim, Document, Job, Payment, Policy
+from statekit_examples.apps.claims_app import rules
+from statekit_examples.apps.claims_app.clock import utcnow
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary
+from statekit_examples.apps.claims_app.models import (
+    AuditLog,
+    AuthSession,
+    Claim,
+    Document,
+    Job,
+    Payment,
+    Policy,
+)
 
 from .conftest import LoginFn
 from .helpers import active_policy_number, claim_payload, claim_row, clean_claims

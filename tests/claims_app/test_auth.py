@@ -9,9 +9,9 @@ import time_machine
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app import security
-from examples.claims_app.clock import utcnow
-from examples.claims_app.fixtures import FixtureSummary
+from statekit_examples.apps.claims_app import security
+from statekit_examples.apps.claims_app.clock import utcnow
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary
 
 from .conftest import LoginFn
 from .helpers import claim_row, clean_claims, db_snapshot, error_code

@@ -20,10 +20,10 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app.api import create_app
-from examples.claims_app.clock import today
-from examples.claims_app.db import create_schema, make_engine, make_session_factory
-from examples.claims_app.fixtures import FixtureSummary, generate
+from statekit_examples.apps.claims_app.api import create_app
+from statekit_examples.apps.claims_app.clock import today
+from statekit_examples.apps.claims_app.db import create_schema, make_engine, make_session_factory
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary, generate
 
 from .conftest import login_with, make_settings
 from .helpers import active_policy_number, claim_payload, clean_claims, db_snapshot, error_code, files_under

@@ -17,10 +17,10 @@ import httpx
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app.config import Settings
-from examples.claims_app.db import create_schema, make_engine, make_session_factory
-from examples.claims_app.fixtures import FixtureSummary, generate
-from examples.claims_app.models import Adjuster, Claim, Customer, Policy
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.db import create_schema, make_engine, make_session_factory
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary, generate
+from statekit_examples.apps.claims_app.models import Adjuster, Claim, Customer, Policy
 
 from .helpers import active_policy_number, claim_payload
 
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "examples.claims_app", *args],
+        [sys.executable, "-m", "statekit_examples.apps.claims_app", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -133,7 +133,11 @@ def test_serve_command_serves_the_api_and_runs_the_worker(
     ]
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "examples.claims_app", *args], cwd=REPO, env=env, stdout=log, stderr=log
+            [sys.executable, "-m", "statekit_examples.apps.claims_app", *args],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=log,
         )
     try:
         deadline = time.monotonic() + 30
@@ -175,7 +179,7 @@ def test_vendors_command_serves_the_stubs(tmp_path: Path) -> None:
     log_path = tmp_path / "vendors.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "examples.claims_app", "vendors", "--port", str(port)],
+            [sys.executable, "-m", "statekit_examples.apps.claims_app", "vendors", "--port", str(port)],
             cwd=REPO,
             stdout=log,
             stderr=log,

@@ -8,10 +8,15 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app import services
-from examples.claims_app.config import Settings
-from examples.claims_app.fixtures import PLANTED_PER_UNIT, PRIMARY_USERNAME, FixtureSummary, generate
-from examples.claims_app.models import OPEN_STATUSES, Adjuster, Base, Claim, Document
+from statekit_examples.apps.claims_app import services
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.fixtures import (
+    PLANTED_PER_UNIT,
+    PRIMARY_USERNAME,
+    FixtureSummary,
+    generate,
+)
+from statekit_examples.apps.claims_app.models import OPEN_STATUSES, Adjuster, Base, Claim, Document
 
 
 def _violations(checks: dict[str, object]) -> set[str]:

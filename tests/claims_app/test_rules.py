@@ -10,9 +10,9 @@ import time_machine
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app import rules
-from examples.claims_app.clock import today, utcnow
-from examples.claims_app.fixtures import FixtureSummary
+from statekit_examples.apps.claims_app import rules
+from statekit_examples.apps.claims_app.clock import today, utcnow
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary
 
 from .conftest import LoginFn
 from .helpers import (

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-import examples.claims_app as app_pkg
-from examples.claims_app.config import Settings
-from examples.claims_app.models import AuditLog, Job
+import statekit_examples.apps.claims_app as app_pkg
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.models import AuditLog, Job
 
 from .helpers import active_policy_number, claim_payload, claim_row
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from examples.claims_app.api import create_app
-from examples.claims_app.db import create_schema, make_engine, make_session_factory
-from examples.claims_app.fixtures import FIXTURE_PASSWORD, generate
-from examples.claims_app.worker import Worker
+from statekit_examples.apps.claims_app.api import create_app
+from statekit_examples.apps.claims_app.db import create_schema, make_engine, make_session_factory
+from statekit_examples.apps.claims_app.fixtures import FIXTURE_PASSWORD, generate
+from statekit_examples.apps.claims_app.worker import Worker
 
 from .conftest import make_settings
 from .helpers import active_policy_number, claim_payload

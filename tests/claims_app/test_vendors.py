@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from examples.claims_app.config import Settings
-from examples.claims_app.errors import IntegrationError
-from examples.claims_app.integrations import AddressValidator, FraudClient, PaymentGateway
-from examples.claims_app.vendors.app import create_vendor_app
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.errors import IntegrationError
+from statekit_examples.apps.claims_app.integrations import AddressValidator, FraudClient, PaymentGateway
+from statekit_examples.apps.claims_app.vendors.app import create_vendor_app
 
 KEY = {"Authorization": "Bearer demo-key"}
 

@@ -12,12 +12,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from examples.claims_app.clock import utcnow
-from examples.claims_app.config import Settings
-from examples.claims_app.fixtures import FixtureSummary
-from examples.claims_app.models import OPEN_STATUSES, AuditLog, Claim, Job, Payment
-from examples.claims_app.services import enqueue
-from examples.claims_app.worker import Worker, start_in_thread
+from statekit_examples.apps.claims_app.clock import utcnow
+from statekit_examples.apps.claims_app.config import Settings
+from statekit_examples.apps.claims_app.fixtures import FixtureSummary
+from statekit_examples.apps.claims_app.models import OPEN_STATUSES, AuditLog, Claim, Job, Payment
+from statekit_examples.apps.claims_app.services import enqueue
+from statekit_examples.apps.claims_app.worker import Worker, start_in_thread
 
 from .conftest import LoginFn, make_settings
 from .helpers import active_policy_number, claim_payload, claim_row, db_snapshot, error_code
@@ -226,7 +226,7 @@ def test_run_forever_and_start_in_thread(
 def test_submit_fails_cleanly_when_the_address_vendor_is_down(
     client: TestClient, auth: dict[str, str], settings: Settings, session_factory: sessionmaker[Session]
 ) -> None:
-    from examples.claims_app.api import create_app
+    from statekit_examples.apps.claims_app.api import create_app
 
     down = make_settings(settings.db_url, settings.upload_dir, "http://127.0.0.1:9")  # discard port: refused
     before = db_snapshot(session_factory)

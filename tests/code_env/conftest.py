@@ -18,11 +18,11 @@ import pytest
 
 import statekit
 import statekit.kit
-from adapters.code_env import CodeEnvAdapter
-from adapters.code_env.sandbox.cgroups import MOUNTINFO, OWN_CGROUPS, locate
-from adapters.code_env.sandbox.owners import owner_tag
-from adapters.code_env.sandbox.slots import SLOTS, UID_BASE
-from adapters.code_env.tasks import TASKS_DIR
+from statekit_examples.adapters.code_env import CodeEnvAdapter
+from statekit_examples.adapters.code_env.sandbox.cgroups import MOUNTINFO, OWN_CGROUPS, locate
+from statekit_examples.adapters.code_env.sandbox.owners import owner_tag
+from statekit_examples.adapters.code_env.sandbox.slots import SLOTS, UID_BASE
+from statekit_examples.adapters.code_env.tasks import TASKS_DIR
 
 IN_CI = os.environ.get("CI") == "true"
 

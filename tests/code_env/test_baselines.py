@@ -7,8 +7,8 @@ import random
 from typing import Any
 
 import statekit
-from adapters.code_env import CodeEnvAdapter
-from adapters.code_env.baselines import (
+from statekit_examples.adapters.code_env import CodeEnvAdapter
+from statekit_examples.adapters.code_env.baselines import (
     KINDS,
     do_nothing,
     play_all,

@@ -8,8 +8,8 @@ import pytest
 
 import statekit
 import statekit.kit
-from adapters.code_env import CodeEnvAdapter
-from adapters.code_env.sandbox.container import OWNER_LABEL, ContainerSession
+from statekit_examples.adapters.code_env import CodeEnvAdapter
+from statekit_examples.adapters.code_env.sandbox.container import OWNER_LABEL, ContainerSession
 
 from .conftest import (
     LINGERER,

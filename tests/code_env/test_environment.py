@@ -9,10 +9,10 @@ import httpx
 import jsonschema
 
 import statekit
-from adapters.code_env import CodeEnvAdapter
 from statekit.checks import check_rewind_order
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
+from statekit_examples.adapters.code_env import CodeEnvAdapter
 
 from .conftest import require_root
 
@@ -29,7 +29,7 @@ def test_the_adapter_imports_only_statekits_public_api() -> None:
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
             for name in names:
-                if name.startswith("statekit"):
+                if name.split(".")[0] == "statekit":
                     assert name in PUBLIC, f"{path.relative_to(PACKAGE)} imports {name}"
 
 

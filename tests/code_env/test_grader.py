@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from adapters.code_env.grader import grade, matches, well_formed
-from adapters.code_env.sandbox.base import RunResult, parse_records
-from adapters.code_env.sandbox.runner import decode, encode
-from adapters.code_env.tasks import Case, Step, TaskSpec, load_tasks
+from statekit_examples.adapters.code_env.grader import grade, matches, well_formed
+from statekit_examples.adapters.code_env.sandbox.base import RunResult, parse_records
+from statekit_examples.adapters.code_env.sandbox.runner import decode, encode
+from statekit_examples.adapters.code_env.tasks import Case, Step, TaskSpec, load_tasks
 
 
 @pytest.mark.parametrize(

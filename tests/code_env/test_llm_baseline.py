@@ -21,10 +21,10 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from adapters.code_env.llm_baseline import ChatClient, parse_tool_calls, play, summary
-from adapters.code_env.tasks import TASKS_DIR
 from statekit.client import RemoteEnvironment
 from statekit.servers import ThreadedServer
+from statekit_examples.adapters.code_env.llm_baseline import ChatClient, parse_tool_calls, play, summary
+from statekit_examples.adapters.code_env.tasks import TASKS_DIR
 
 from .conftest import require_root
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 import statekit
-from adapters.code_env.sandbox import launch, process
-from adapters.code_env.sandbox.base import Job, Limits, MiB, RunResult, SandboxSession
-from adapters.code_env.sandbox.cgroups import MOUNTINFO, locate
-from adapters.code_env.sandbox.owners import owner_tag
-from adapters.code_env.sandbox.process import ProcessSandbox
-from adapters.code_env.sandbox.slots import SLOTS, UID_BASE
-from adapters.code_env.tasks import TASKS_DIR
+from statekit_examples.adapters.code_env.sandbox import launch, process
+from statekit_examples.adapters.code_env.sandbox.base import Job, Limits, MiB, RunResult, SandboxSession
+from statekit_examples.adapters.code_env.sandbox.cgroups import MOUNTINFO, locate
+from statekit_examples.adapters.code_env.sandbox.owners import owner_tag
+from statekit_examples.adapters.code_env.sandbox.process import ProcessSandbox
+from statekit_examples.adapters.code_env.sandbox.slots import SLOTS, UID_BASE
+from statekit_examples.adapters.code_env.tasks import TASKS_DIR
 
 from .conftest import LINGERER, MEMFD_BOMB, most_held, require_root, run_cgroups, sandbox_processes
 
@@ -241,8 +241,8 @@ READ_ONLY_CGROUPS = """
 import tempfile
 from pathlib import Path
 import statekit
-from adapters.code_env.sandbox.base import Job, Limits
-from adapters.code_env.sandbox.process import ProcessSandbox
+from statekit_examples.adapters.code_env.sandbox.base import Job, Limits
+from statekit_examples.adapters.code_env.sandbox.process import ProcessSandbox
 try:
     ProcessSandbox(Limits())
     print("started")
@@ -289,8 +289,8 @@ def test_no_run_cgroup_outlives_a_run_that_was_killed(session: SandboxSession, t
 KILLED_HOST = """
 import sys
 from pathlib import Path
-from adapters.code_env.sandbox.base import Job, Limits
-from adapters.code_env.sandbox.process import ProcessSandbox
+from statekit_examples.adapters.code_env.sandbox.base import Job, Limits
+from statekit_examples.adapters.code_env.sandbox.process import ProcessSandbox
 ProcessSandbox(Limits(wall_seconds=120)).open(Path(sys.argv[1])).run(Job("visible", now=0.0, seed=0))
 """
 

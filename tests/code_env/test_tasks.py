@@ -9,9 +9,14 @@ from typing import Any
 import pytest
 
 import statekit
-from adapters.code_env import CodeEnvAdapter
-from adapters.code_env.tasks import load_task, load_tasks
-from adapters.code_env.validate import REPEATS, forged_solutions, raising_bodies, trivial_solutions
+from statekit_examples.adapters.code_env import CodeEnvAdapter
+from statekit_examples.adapters.code_env.tasks import load_task, load_tasks
+from statekit_examples.adapters.code_env.validate import (
+    REPEATS,
+    forged_solutions,
+    raising_bodies,
+    trivial_solutions,
+)
 
 from .conftest import require_root, solve, submit_code
 

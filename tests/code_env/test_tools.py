@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 import statekit
-from adapters.code_env.tools import MAX_WRITE_BYTES, Workspace, list_files, view_file, write_file
+from statekit_examples.adapters.code_env.tools import (
+    MAX_WRITE_BYTES,
+    Workspace,
+    list_files,
+    view_file,
+    write_file,
+)
 
 
 def _error(env: statekit.Environment, action: dict[str, Any]) -> str:

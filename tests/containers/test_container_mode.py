@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 import statekit
-from adapters.claims_app.image import ensure_image
 from statekit.checks import rollout
 from statekit.container_mode import ContainerAdapter, serve_command
 from statekit.kit import ContainerImage
 from statekit.strategies.container import ContainerPerEpisode
 from statekit.testing.ledger import LedgerAdapter
+from statekit_examples.adapters.claims_app.image import ensure_image
 
 pytestmark = pytest.mark.docker
 SERVED = "statekit.testing.ledger:LedgerAdapter"

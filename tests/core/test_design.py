@@ -7,6 +7,9 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import statekit
@@ -132,3 +135,18 @@ def test_no_caller_checks_a_strategy_or_adapter_class_outside_its_module() -> No
                 ):
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: isinstance(..., {name})")
     assert not found, "\n".join(found)
+
+
+def test_the_example_worlds_install_under_one_name_of_their_own() -> None:
+    """Outside the checkout, ``adapters`` and ``examples`` are a user's names, not ours."""
+    probe = (
+        "import importlib.metadata as m, importlib.util as u, json\n"
+        "print(u.find_spec('adapters'), u.find_spec('examples'))\n"
+        "print(json.dumps([e.value for e in m.entry_points(group='statekit_adapters')]))\n"
+        "import statekit_examples.adapters.claims_app, statekit_examples.apps.claims_app.models\n"
+    )
+    outside = subprocess.run(
+        [sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert outside[0] == "None None"
+    assert all(value.startswith("statekit_examples.adapters.") for value in json.loads(outside[1]))

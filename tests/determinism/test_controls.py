@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import statekit
-from adapters.claims_app import CASSETTE_DIR, ClaimsAdapter
-from examples.claims_app.config import Settings
 from statekit.checks import controls_to_check
+from statekit_examples.adapters.claims_app import CASSETTE_DIR, ClaimsAdapter
+from statekit_examples.apps.claims_app.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -34,8 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from adapters.code_env.sandbox.base import Limits, SandboxError
-from adapters.code_env.sandbox.owners import is_gone, owner_tag
+from statekit_examples.adapters.code_env.sandbox.base import Limits, SandboxError
+from statekit_examples.adapters.code_env.sandbox.owners import is_gone, owner_tag
 
 CONTROLLERS = ("memory", "pids")
 PARENT = "statekit-sandbox"

@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.code_env.sandbox.base import (
+from statekit.kit import docker_client
+from statekit_examples.adapters.code_env.sandbox.base import (
     BoundedBuffer,
     Job,
     Limits,
@@ -43,10 +44,9 @@ from adapters.code_env.sandbox.base import (
     parse_records,
     sandbox_environment,
 )
-from adapters.code_env.sandbox.image import ensure_image
-from adapters.code_env.sandbox.owners import is_gone, owner_tag
-from adapters.code_env.sandbox.runner import PYTHON_FLAGS, WORK_DIR
-from statekit.kit import docker_client
+from statekit_examples.adapters.code_env.sandbox.image import ensure_image
+from statekit_examples.adapters.code_env.sandbox.owners import is_gone, owner_tag
+from statekit_examples.adapters.code_env.sandbox.runner import PYTHON_FLAGS, WORK_DIR
 
 log = logging.getLogger(__name__)
 OWNER_LABEL = "statekit.code_env.owner"

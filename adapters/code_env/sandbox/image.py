@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from adapters.code_env.sandbox import runner
 from statekit import ConfigError
+from statekit_examples.adapters.code_env.sandbox import runner
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE_IMAGE = "statekit/base:bookworm"

@@ -37,8 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.code_env.sandbox import launch, runner
-from adapters.code_env.sandbox.base import (
+from statekit import ConfigError
+from statekit_examples.adapters.code_env.sandbox import launch, runner
+from statekit_examples.adapters.code_env.sandbox.base import (
     BoundedBuffer,
     Job,
     Limits,
@@ -49,10 +50,9 @@ from adapters.code_env.sandbox.base import (
     parse_records,
     sandbox_environment,
 )
-from adapters.code_env.sandbox.cgroups import RunCgroup, RunCgroups
-from adapters.code_env.sandbox.runner import PYTHON_FLAGS, RUNNER_PATH
-from adapters.code_env.sandbox.slots import Lease, UidSlots
-from statekit import ConfigError
+from statekit_examples.adapters.code_env.sandbox.cgroups import RunCgroup, RunCgroups
+from statekit_examples.adapters.code_env.sandbox.runner import PYTHON_FLAGS, RUNNER_PATH
+from statekit_examples.adapters.code_env.sandbox.slots import Lease, UidSlots
 
 DEFAULT_PYTHON = "/usr/bin/python3"
 """The interpreter the model's code runs on: the system's, outside any 0700 home directory."""

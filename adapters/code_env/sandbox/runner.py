@@ -13,8 +13,9 @@ written by the host, so trusted; ``marshal`` is built in, which keeps start-up t
 
 The runner never judges anything. Every line of this process, this file included, can be rewritten by
 the model's code, so its records are only the model's *answers*; the verdict is computed by
-``adapters.code_env.grader`` in the adapter's own process, against expectations this process never
-sees. The host imports this module for ``encode``/``decode`` so both sides share one wire format.
+``statekit_examples.adapters.code_env.grader`` in the adapter's own process, against expectations this
+process never sees. The host imports this module for ``encode``/``decode`` so both sides share one
+wire format.
 
 Every job also carries ``now`` and ``seed``: the episode's virtual time and a seed drawn from its
 seeded random stream. ``time.time``, ``datetime.now`` and friends read ``now`` (frozen, like the

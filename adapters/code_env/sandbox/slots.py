@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.code_env.sandbox.base import SandboxError
+from statekit_examples.adapters.code_env.sandbox.base import SandboxError
 
 UID_BASE = 2_000_000_000
 """Far above login users (1000-59999), Debian's reserved ranges and systemd's dynamic users."""
