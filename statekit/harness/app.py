@@ -8,6 +8,7 @@ error, including FastAPI's own, is answered as ``{"error": {"code", "message"}}`
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,14 +22,17 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from statekit.capabilities import ToolSchemas
 from statekit.errors import ConfigError
 from statekit.harness.config import HarnessConfig
 from statekit.harness.errors import ApiError, error_body
 from statekit.harness.guard import Guard
+from statekit.harness.mcp import install_mcp
 from statekit.harness.models import (
     ClosedResponse,
     ErrorResponse,
     HealthResponse,
+    MetadataResponse,
     ResetRequest,
     ResetResponse,
     RestoreRequest,
@@ -93,6 +97,17 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
                 f"exclude_tasks names unknown task kinds {unknown}; {probe.name!r} has {probe.task_kinds()}"
             )
         adapter_name, schemas = probe.name, environment_schemas(probe)
+        metadata = MetadataResponse(
+            name=probe.name,
+            description=inspect.getdoc(type(probe)) or f"the {probe.name} environment",
+            version=_version(),
+            task_kinds=list(probe.task_kinds()),
+            strategies=list(probe.strategies),
+            spec=spec.as_dict(),
+        )
+        declared = (
+            [tool.as_dict() for tool in probe.declared_tools()] if isinstance(probe, ToolSchemas) else []
+        )
     finally:
         probe.close()
 
@@ -142,7 +157,8 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
 
     app = FastAPI(
         title=f"statekit harness: {adapter_name}",
-        description="Stateful sessions over one statekit environment; OpenEnv's WebSocket protocol at /ws.",
+        description="Stateful sessions over one statekit environment; OpenEnv's WebSocket protocol at /ws; "
+        "MCP (Streamable HTTP, JSON responses) at /mcp.",
         version=_version(),
         lifespan=lifespan,
     )
@@ -259,6 +275,15 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     def schema() -> SchemaResponse:
         """JSON Schemas of this environment's actions, observations and state."""
         return SchemaResponse(**schemas)
+
+    @app.get("/metadata", operation_id="metadata", response_model=MetadataResponse)
+    def metadata_route() -> MetadataResponse:
+        """What this environment is (OpenEnv's metadata: name, description), its task kinds and spec."""
+        return metadata
+
+    install_mcp(
+        app, pool, declared=declared, server={"name": f"statekit-{adapter_name}", "version": _version()}
+    )
 
     @app.websocket("/ws")
     async def openenv(websocket: WebSocket) -> None:

@@ -94,6 +94,17 @@ class HealthResponse(BaseModel):
     spec: dict[str, Any] = Field(default_factory=dict, description="the EnvSpec every session is made from")
 
 
+class MetadataResponse(BaseModel):
+    """OpenEnv's environment metadata (``GET /metadata``), plus what a trainer logs with its runs."""
+
+    name: str
+    description: str
+    version: str
+    task_kinds: list[str] = Field(description="what reset(options={'task': KIND}) accepts")
+    strategies: list[str] = Field(description="the reset strategies the adapter offers")
+    spec: dict[str, Any] = Field(description="the environment spec this server runs (EnvSpec.as_dict)")
+
+
 class SchemaResponse(BaseModel):
     action: dict[str, Any]
     observation: dict[str, Any]

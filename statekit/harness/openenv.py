@@ -1,6 +1,6 @@
 """OpenEnv's WebSocket protocol at ``/ws``, so OpenEnv's own client drives a statekit environment.
 
-The messages are those of openenv-core 0.3 (``openenv.core.env_server.http_server``)::
+The messages are those of OpenEnv (``openenv.core.env_server.http_server``; openenv 0.10, as in 0.3)::
 
     client                                           server
     {"type": "reset", "data": {"seed": 7, ...}}      {"type": "observation", "data": {...}}

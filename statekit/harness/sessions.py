@@ -76,10 +76,14 @@ class Session:
         """Owned by an open WebSocket: it lives as long as the connection, so the reaper skips it."""
         self.closed = False
         self.snapshots: set[str] = set()
+        self.tools: list[dict[str, JSON]] = []
+        """The current episode's tools (``info["tools"]`` of its reset): MCP's ``tools/list``."""
 
     def reset(self, seed: int | None, options: dict[str, JSON] | None) -> tuple[JSON, dict[str, JSON]]:
         try:
-            return self.env.reset(seed=seed, options=options)
+            observation, info = self.env.reset(seed=seed, options=options)
+            self.tools = list(info.get("tools") or [])
+            return observation, info
         except SpecError:
             raise  # the server's digest spec is wrong: not the caller's doing
         except ServerDown as exc:

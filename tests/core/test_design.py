@@ -43,6 +43,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "rollouts",
         "assay",
         "cli",
+        "integrations",
         "pytest_plugin",
         "testing",
         "kit",

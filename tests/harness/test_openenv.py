@@ -1,4 +1,4 @@
-"""OpenEnv's own client (openenv-core, unchanged) plays statekit environments over ``/ws``."""
+"""OpenEnv's own client (openenv, unchanged) plays statekit environments over ``/ws``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,234 @@
+"""The Model Context Protocol at ``/mcp``: any MCP client lists a session's tools and plays an episode.
+
+MCP's Streamable HTTP transport, answered with JSON (no server-sent events): each POST carries one
+JSON-RPC message. ``initialize`` opens a harness session and returns its id in ``Mcp-Session-Id``;
+the client sends it back on every later request, and ``DELETE /mcp`` closes the session. The tools
+are the episode's own (each call is one ``step``) plus two of statekit's:
+
+- ``statekit_reset`` ``{"seed", "options"}``: start an episode (the seed's world); call it first;
+- ``statekit_state``: the episode's state (step count, seed, virtual clock, digest).
+
+A tool result carries the observation as text and, in ``structuredContent``, what a trainer needs:
+``observation``, ``reward``, ``terminated``, ``truncated``, ``info``. A malformed tool call is a normal
+step with an error observation (as on ``/step``). What the environment could not serve (a reset that
+failed, a session lost) is a JSON-RPC error carrying statekit's code, never a result with reward 0,
+so a trainer can tell an infrastructure failure from a bad answer.
+
+JSON-RPC errors ride on HTTP 200, as on OpenEnv's own ``/mcp`` (``openenv validate`` posts ``{}`` and
+expects a JSON-RPC answer); an unknown or expired session is 404, which MCP clients read as "initialize
+again". statekit writes these few methods itself rather than mount the MCP SDK's server: the SDK
+answers a malformed message with HTTP 400, and it would add its dependencies to every server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from statekit.contract import JSON
+from statekit.harness.errors import ApiError
+from statekit.harness.models import MAX_SEED
+from statekit.harness.sessions import Session, SessionPool
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""MCP revisions with the ``initialize`` handshake; a client asking for another gets the newest."""
+SESSION_HEADER = "Mcp-Session-Id"
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+    -32700,
+    -32600,
+    -32601,
+    -32602,
+    -32603,
+)
+SERVER_ERROR = -32000
+"""JSON-RPC's implementation-defined range: the environment could not serve the call."""
+
+RESET_TOOL: dict[str, JSON] = {
+    "name": "statekit_reset",
+    "description": "Start an episode in the seed's world (same seed, same world). Call it first; its "
+    "result is the first observation, with the task's prompt.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "seed": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_SEED},
+            "options": {"type": ["object", "null"], "description": 'e.g. {"task": KIND}'},
+        },
+        "additionalProperties": False,
+    },
+}
+STATE_TOOL: dict[str, JSON] = {
+    "name": "statekit_state",
+    "description": "The episode's state: id, step count, seed, virtual clock and the world's digest.",
+    "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+    "annotations": {"readOnlyHint": True},
+}
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: JSON = None, status: int = 200) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data, self.status = code, message, data, status
+
+
+def mcp_tools(tools: list[dict[str, JSON]]) -> list[dict[str, JSON]]:
+    """statekit's tool descriptions (``input_schema``) as MCP's (``inputSchema``), statekit's two first."""
+    out = [RESET_TOOL, STATE_TOOL]
+    for tool in tools:
+        entry: dict[str, JSON] = {
+            "name": tool["name"],
+            "description": tool["description"],
+            "inputSchema": tool["input_schema"],
+        }
+        if "annotations" in tool:
+            entry["annotations"] = tool["annotations"]
+        out.append(entry)
+    return out
+
+
+def _text(value: JSON) -> list[JSON]:
+    return [{"type": "text", "text": json.dumps(value, sort_keys=True, default=str)}]
+
+
+def _call(session: Session, name: str, arguments: dict[str, Any]) -> dict[str, JSON]:
+    """One ``tools/call`` in ``session`` (held by the caller)."""
+    if name == RESET_TOOL["name"]:
+        unknown = sorted(set(arguments) - {"seed", "options"})
+        seed, options = arguments.get("seed"), arguments.get("options")
+        if unknown or not (seed is None or (type(seed) is int and 0 <= seed <= MAX_SEED)):
+            raise RpcError(INVALID_PARAMS, f"statekit_reset takes seed (0 to {MAX_SEED} or null) and options")
+        if options is not None and not isinstance(options, dict):
+            raise RpcError(INVALID_PARAMS, "statekit_reset's options is a JSON object")
+        observation, info = session.reset(seed, options)
+        return {
+            "content": _text(observation),
+            "structuredContent": {"observation": observation, "info": info},
+            "isError": False,
+        }
+    if name == STATE_TOOL["name"]:
+        state = session.env.state().as_dict()
+        return {"content": _text(state), "structuredContent": state, "isError": False}
+    observation, reward, terminated, truncated, info = session.env.step({**arguments, "tool": name})
+    return {
+        "content": _text(observation),
+        "structuredContent": {
+            "observation": observation,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "info": info,
+        },
+        "isError": isinstance(observation, dict) and isinstance(observation.get("error"), dict),
+    }
+
+
+def _answer(
+    pool: SessionPool, session_id: str, method: str, params: dict[str, Any], declared: list[dict[str, JSON]]
+) -> JSON:
+    """The result of one request in an initialized session. Runs in a worker thread."""
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        with pool.use(session_id) as session:
+            return {"tools": mcp_tools(session.tools or declared)}
+    if method == "tools/call":
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, 'tools/call takes {"name": TOOL, "arguments": {...}}')
+        with pool.use(session_id) as session:
+            return _call(session, name, arguments)
+    raise RpcError(METHOD_NOT_FOUND, f"method {method!r}: this server answers ping, tools/list, tools/call")
+
+
+def _initialize(pool: SessionPool, params: dict[str, Any], server: dict[str, JSON]) -> tuple[str, JSON]:
+    asked = params.get("protocolVersion")
+    session = pool.open()
+    return session.id, {
+        "protocolVersion": asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[-1],
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": server,
+        "instructions": "Call statekit_reset with a seed first; then the environment's tools. Each call "
+        "is one step; structuredContent carries reward, terminated, truncated and info.",
+    }
+
+
+def _error(request_id: JSON, exc: RpcError) -> JSONResponse:
+    error: dict[str, JSON] = {"code": exc.code, "message": exc.message}
+    if exc.data is not None:
+        error["data"] = exc.data
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=exc.status)
+
+
+def _from_api_error(exc: ApiError) -> RpcError:
+    data: JSON = {"statekit_code": exc.code, "status": exc.status}
+    if exc.status in (404, 410):
+        return RpcError(INVALID_REQUEST, exc.message, data, status=404)
+    code = INVALID_PARAMS if exc.code.startswith("invalid_") else SERVER_ERROR
+    return RpcError(code, exc.message, data)
+
+
+def install_mcp(
+    app: FastAPI, pool: SessionPool, *, declared: list[dict[str, JSON]], server: dict[str, JSON]
+) -> None:
+    """Serve MCP at ``/mcp`` over ``pool``'s sessions: ``declared`` are the tools listed before a
+    session's first reset (the adapter's ``ToolSchemas``), ``server`` MCP's ``serverInfo``."""
+
+    @app.post("/mcp", include_in_schema=False)
+    async def mcp_post(request: Request) -> Response:
+        request_id: JSON = None
+        try:
+            try:
+                message = json.loads(await request.body())
+            except (ValueError, RecursionError) as exc:
+                raise RpcError(PARSE_ERROR, f"Parse error: {exc}") from exc
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                raise RpcError(INVALID_REQUEST, 'a JSON-RPC 2.0 message: {"jsonrpc": "2.0", "method", ...}')
+            request_id = message.get("id")
+            method, params = message.get("method"), message.get("params") or {}
+            if not isinstance(method, str) or not isinstance(params, dict):
+                if "id" in message and method is None:  # a response to us: we never ask anything
+                    return Response(status_code=202)
+                raise RpcError(INVALID_REQUEST, "method is a string and params an object")
+            if "id" not in message:  # a notification (initialized, cancelled): nothing to answer
+                return Response(status_code=202)
+            if method == "initialize":
+                session_id, result = await run_in_threadpool(_initialize, pool, params, server)
+                return JSONResponse(
+                    {"jsonrpc": "2.0", "id": request_id, "result": result},
+                    headers={SESSION_HEADER: session_id},
+                )
+            given = request.headers.get(SESSION_HEADER)
+            if not given:
+                raise RpcError(INVALID_REQUEST, f"no {SESSION_HEADER} header: send initialize first")
+            result = await run_in_threadpool(_answer, pool, given, method, params, declared)
+            return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": result})
+        except RpcError as exc:
+            return _error(request_id, exc)
+        except ApiError as exc:
+            return _error(request_id, _from_api_error(exc))
+        except Exception as exc:  # an adapter bug: report it, keep serving
+            log.exception("MCP request failed")
+            return _error(request_id, RpcError(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    @app.get("/mcp", include_in_schema=False)
+    async def mcp_get() -> Response:
+        """No server-initiated stream: this server never sends a request or notification of its own."""
+        return Response(status_code=405, headers={"Allow": "POST, DELETE"})
+
+    @app.delete("/mcp", include_in_schema=False)
+    async def mcp_delete(request: Request) -> Response:
+        """End the MCP session: its harness session closes and drops its worlds."""
+        session_id = request.headers.get(SESSION_HEADER)
+        if not session_id:
+            return Response(status_code=400)
+        try:
+            await run_in_threadpool(pool.close, session_id)
+        except ApiError as exc:
+            return Response(status_code=404 if exc.status in (404, 410) else exc.status)
+        return Response(status_code=200)

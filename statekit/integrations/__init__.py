@@ -1,0 +1,72 @@
+"""statekit worlds inside the rollout loops RL trainers run: one module per framework.
+
+Each is a thin layer over the public API (``statekit.make``, ``RemoteEnvironment``) and works for any
+adapter, in-process or against ``statekit serve`` (so a trainer's process need not host PostgreSQL):
+
+- ``statekit.integrations.skyrl``: a ``skyrl_gym`` text environment, registered as ``"statekit"``.
+
+What they share lives here: opening the environment a rollout plays (``connect``) and reading the tool
+call out of a model's text (``parse_tool_call``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from statekit.client import RemoteEnvironment
+from statekit.contract import JSON
+from statekit.env import Environment
+from statekit.make import make
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+"""The tool-call markup of Hermes-style chat templates (Qwen 2.5/3, Hermes, many others)."""
+
+
+def connect(
+    adapter: str | None = None, *, url: str | None = None, token: str | None = None, **make_options: Any
+) -> Environment | RemoteEnvironment:
+    """The environment a rollout plays: served at ``url`` (a ``statekit serve``; ``token`` its
+    ``STATEKIT_TOKEN``), else made in this process for ``adapter`` with ``make_options`` (any
+    ``EnvSpec`` field: strategy, db_url, max_steps, exclude_tasks, ...)."""
+    if url is not None:
+        if make_options:
+            raise TypeError(
+                f"{sorted(make_options)} configure an environment made here; a served one was configured by "
+                "statekit serve"
+            )
+        return RemoteEnvironment(url, token=token)
+    if adapter is None:
+        raise TypeError("say which environment: adapter=NAME (made here) or url=URL (a statekit serve)")
+    return make(adapter, **make_options)
+
+
+def parse_tool_call(text: str) -> dict[str, JSON]:
+    """The action a model's text asks for: the last ``<tool_call>{"name", "arguments"}</tool_call>``
+    (or a bare JSON object, ``{"name", "arguments"}`` or statekit's ``{"tool", ...}``), as statekit's
+    ``{"tool": NAME, **arguments}``. Text with no readable call becomes ``{}``: the environment answers
+    it with its malformed-action error observation, and the step counts, as any bad action does."""
+    calls = TOOL_CALL.findall(text)
+    candidate = calls[-1] if calls else text.strip()
+    try:
+        call = json.loads(candidate)
+    except ValueError:
+        return {}
+    if not isinstance(call, Mapping):
+        return {}
+    if isinstance(call.get("name"), str):
+        arguments = call.get("arguments", {})
+        if isinstance(arguments, str):  # OpenAI's wire format carries arguments as JSON text
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                return {}
+        if not isinstance(arguments, Mapping):
+            return {}
+        return {**arguments, "tool": call["name"]}
+    return dict(call) if isinstance(call.get("tool"), str) else {}
+
+
+__all__ = ["TOOL_CALL", "connect", "parse_tool_call"]
