@@ -15,18 +15,23 @@ failed, a session lost) is a JSON-RPC error carrying statekit's code, never a re
 so a trainer can tell an infrastructure failure from a bad answer.
 
 JSON-RPC errors ride on HTTP 200, as on OpenEnv's own ``/mcp`` (``openenv validate`` posts ``{}`` and
-expects a JSON-RPC answer); an unknown or expired session is 404, which MCP clients read as "initialize
-again". statekit writes these few methods itself rather than mount the MCP SDK's server: the SDK
-answers a malformed message with HTTP 400, and it would add its dependencies to every server.
+expects a JSON-RPC answer); a request without a session is 400, an unknown or expired session 404
+(MCP clients read it as "initialize again"), a protocol version this server does not speak 400 and a
+foreign ``Origin`` 403. statekit writes these few methods itself rather than mount the MCP SDK's
+server: the SDK answers a malformed message with HTTP 400, and it would add its dependencies to
+every server.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from contextlib import suppress
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -92,8 +97,16 @@ def mcp_tools(tools: list[dict[str, JSON]]) -> list[dict[str, JSON]]:
     return out
 
 
-def _text(value: JSON) -> list[JSON]:
-    return [{"type": "text", "text": json.dumps(value, sort_keys=True, default=str)}]
+def _result(structured: dict[str, Any], *, error: bool = False) -> dict[str, JSON]:
+    """A tool result: the whole of it as text too (what a client of an MCP revision before
+    ``structuredContent`` reads), made JSON-safe first so an applied step is never answered with an
+    encoding error a client would retry."""
+    safe = jsonable_encoder(structured)
+    return {
+        "content": [{"type": "text", "text": json.dumps(safe, sort_keys=True)}],
+        "structuredContent": safe,
+        "isError": error,
+    }
 
 
 def _call(session: Session, name: str, arguments: dict[str, Any]) -> dict[str, JSON]:
@@ -106,26 +119,15 @@ def _call(session: Session, name: str, arguments: dict[str, Any]) -> dict[str, J
         if options is not None and not isinstance(options, dict):
             raise RpcError(INVALID_PARAMS, "statekit_reset's options is a JSON object")
         observation, info = session.reset(seed, options)
-        return {
-            "content": _text(observation),
-            "structuredContent": {"observation": observation, "info": info},
-            "isError": False,
-        }
+        return _result({"observation": observation, "info": info})
     if name == STATE_TOOL["name"]:
-        state = session.env.state().as_dict()
-        return {"content": _text(state), "structuredContent": state, "isError": False}
+        if arguments:
+            raise RpcError(INVALID_PARAMS, "statekit_state takes no arguments")
+        return _result(session.env.state().as_dict())
     observation, reward, terminated, truncated, info = session.env.step({**arguments, "tool": name})
-    return {
-        "content": _text(observation),
-        "structuredContent": {
-            "observation": observation,
-            "reward": reward,
-            "terminated": terminated,
-            "truncated": truncated,
-            "info": info,
-        },
-        "isError": isinstance(observation, dict) and isinstance(observation.get("error"), dict),
-    }
+    step = {"observation": observation, "reward": reward, "terminated": terminated, "truncated": truncated}
+    failed = isinstance(observation, dict) and isinstance(observation.get("error"), dict)
+    return _result({**step, "info": info}, error=failed)
 
 
 def _answer(
@@ -133,7 +135,8 @@ def _answer(
 ) -> JSON:
     """The result of one request in an initialized session. Runs in a worker thread."""
     if method == "ping":
-        return {}
+        with pool.use(session_id):  # an unknown session is 404; a ping keeps a live one from the reaper
+            return {}
     if method == "tools/list":
         with pool.use(session_id) as session:
             return {"tools": mcp_tools(session.tools or declared)}
@@ -146,7 +149,13 @@ def _answer(
     raise RpcError(METHOD_NOT_FOUND, f"method {method!r}: this server answers ping, tools/list, tools/call")
 
 
-def _initialize(pool: SessionPool, params: dict[str, Any], server: dict[str, JSON]) -> tuple[str, JSON]:
+def _initialize(
+    pool: SessionPool, params: dict[str, Any], server: dict[str, JSON], previous: str | None
+) -> tuple[str, JSON]:
+    """Open the MCP session's harness session; one the client initializes again is closed first."""
+    if previous:
+        with suppress(ApiError):
+            pool.close(previous)
     asked = params.get("protocolVersion")
     session = pool.open()
     return session.id, {
@@ -156,6 +165,26 @@ def _initialize(pool: SessionPool, params: dict[str, Any], server: dict[str, JSO
         "instructions": "Call statekit_reset with a seed first; then the environment's tools. Each call "
         "is one step; structuredContent carries reward, terminated, truncated and info.",
     }
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _refused_headers(request: Request) -> RpcError | None:
+    """MCP's header rules: a protocol version this server does not speak is 400, and a browser page
+    from another origin (DNS rebinding) is 403."""
+    version = request.headers.get("mcp-protocol-version")
+    if version is not None and version not in PROTOCOL_VERSIONS:
+        return RpcError(
+            INVALID_REQUEST,
+            f"MCP-Protocol-Version {version!r}: this server speaks {PROTOCOL_VERSIONS}",
+            status=400,
+        )
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        return RpcError(INVALID_REQUEST, f"Origin {origin!r} is not this server's", status=403)
+    return None
 
 
 def _error(request_id: JSON, exc: RpcError) -> JSONResponse:
@@ -184,28 +213,35 @@ def install_mcp(
         request_id: JSON = None
         try:
             try:
-                message = json.loads(await request.body())
+                message = json.loads(await request.body(), parse_constant=_no_constant)
             except (ValueError, RecursionError) as exc:
                 raise RpcError(PARSE_ERROR, f"Parse error: {exc}") from exc
             if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
                 raise RpcError(INVALID_REQUEST, 'a JSON-RPC 2.0 message: {"jsonrpc": "2.0", "method", ...}')
-            request_id = message.get("id")
-            method, params = message.get("method"), message.get("params") or {}
+            if "method" not in message and "id" in message and ("result" in message or "error" in message):
+                return Response(status_code=202)  # a response to a request of ours: we never send any
+            method, params = message.get("method"), message.get("params", {})
             if not isinstance(method, str) or not isinstance(params, dict):
-                if "id" in message and method is None:  # a response to us: we never ask anything
-                    return Response(status_code=202)
-                raise RpcError(INVALID_REQUEST, "method is a string and params an object")
+                raise RpcError(INVALID_REQUEST, "method is a string and params, if any, an object")
             if "id" not in message:  # a notification (initialized, cancelled): nothing to answer
                 return Response(status_code=202)
+            if type(message["id"]) not in (str, int):
+                raise RpcError(INVALID_REQUEST, "a request's id is a string or an integer (MCP: never null)")
+            request_id = message["id"]
+            refused = _refused_headers(request)
+            if refused is not None:
+                raise refused
+            given = request.headers.get(SESSION_HEADER)
             if method == "initialize":
-                session_id, result = await run_in_threadpool(_initialize, pool, params, server)
+                session_id, result = await run_in_threadpool(_initialize, pool, params, server, given)
                 return JSONResponse(
                     {"jsonrpc": "2.0", "id": request_id, "result": result},
                     headers={SESSION_HEADER: session_id},
                 )
-            given = request.headers.get(SESSION_HEADER)
             if not given:
-                raise RpcError(INVALID_REQUEST, f"no {SESSION_HEADER} header: send initialize first")
+                raise RpcError(
+                    INVALID_REQUEST, f"no {SESSION_HEADER} header: send initialize first", status=400
+                )
             result = await run_in_threadpool(_answer, pool, given, method, params, declared)
             return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": result})
         except RpcError as exc:

@@ -21,8 +21,9 @@ from statekit.contract import JSON
 from statekit.env import Environment
 from statekit.make import make
 
-TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-"""The tool-call markup of Hermes-style chat templates (Qwen 2.5/3, Hermes, many others)."""
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+"""The tool-call markup of Hermes-style chat templates (Qwen 2.5/3, Hermes, many others); a stop string
+may have cut the closing tag."""
 
 
 def connect(
@@ -32,6 +33,10 @@ def connect(
     ``STATEKIT_TOKEN``), else made in this process for ``adapter`` with ``make_options`` (any
     ``EnvSpec`` field: strategy, db_url, max_steps, exclude_tasks, ...)."""
     if url is not None:
+        if adapter is not None:
+            raise TypeError(
+                f"adapter={adapter!r} and url={url!r}: a served environment's adapter is the server's"
+            )
         if make_options:
             raise TypeError(
                 f"{sorted(make_options)} configure an environment made here; a served one was configured by "
@@ -56,8 +61,10 @@ def parse_tool_call(text: str) -> dict[str, JSON]:
         return {}
     if not isinstance(call, Mapping):
         return {}
+    if isinstance(call.get("tool"), str):  # statekit's own form (whose arguments may include a "name")
+        return dict(call)
     if isinstance(call.get("name"), str):
-        arguments = call.get("arguments", {})
+        arguments = call.get("arguments") or {}
         if isinstance(arguments, str):  # OpenAI's wire format carries arguments as JSON text
             try:
                 arguments = json.loads(arguments)
@@ -66,7 +73,7 @@ def parse_tool_call(text: str) -> dict[str, JSON]:
         if not isinstance(arguments, Mapping):
             return {}
         return {**arguments, "tool": call["name"]}
-    return dict(call) if isinstance(call.get("tool"), str) else {}
+    return {}
 
 
 __all__ = ["TOOL_CALL", "connect", "parse_tool_call"]

@@ -13,6 +13,7 @@ environment cannot serve raises, so SkyRL counts a failed trajectory, never a re
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,14 +48,18 @@ class StatekitTextEnv(BaseTextEnv):
     def __init__(self, env_config: Mapping[str, Any] | None = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
         config, extras = dict(env_config or {}), dict(extras or {})
-        seed = extras.get("seed")
-        if type(seed) is not int:
+        seed, options = extras.get("seed"), extras.get("options")
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
             raise ValueError(
                 f"a statekit trajectory needs an integer 'seed' in the dataset row (extras), got {seed!r}: "
                 "an episode without one cannot be replayed or compared with its group"
             )
-        self.seed: int = seed
-        self.options: dict[str, JSON] | None = extras.get("options")
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(
+                f"a statekit trajectory's 'options' is a mapping (e.g. {{'task': KIND}}), got {options!r}"
+            )
+        self.seed = int(seed)
+        self.options: dict[str, JSON] | None = dict(options) if options is not None else None
         self.max_turns = int(extras.get("max_turns", config.pop("max_turns", 30)))
         self.env = connect(config.pop("adapter", None), **config)
         self.initial_digest = ""
@@ -62,7 +67,11 @@ class StatekitTextEnv(BaseTextEnv):
 
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
         """Reset to the seed's world; the first observation (the task) and the tools follow ``prompt``."""
-        observation, info = self.env.reset(seed=self.seed, options=self.options)
+        try:
+            observation, info = self.env.reset(seed=self.seed, options=self.options)
+        except BaseException:
+            self.env.close()  # SkyRL may never call close() on an environment whose init failed
+            raise
         self.initial_digest = str(info["digest"])
         tools = self.env.tools
         conversation = [

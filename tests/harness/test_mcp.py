@@ -54,12 +54,13 @@ def test_the_mcp_sdk_client_plays_a_claims_episode(
     assert played["listed"] == ["statekit_reset", "statekit_state", *episode_tools]
     first = played["first"]
     assert first.structuredContent["observation"] == local.observations[0]
-    assert json.loads(first.content[0].text) == local.observations[0]
+    assert json.loads(first.content[0].text)["observation"] == local.observations[0]
     results = [step.structuredContent for step in played["steps"]]
     assert [r["observation"] for r in results] == local.observations[1:]
     assert [r["reward"] for r in results] == local.rewards
     assert [r["terminated"] for r in results] == [False] * (len(script) - 1) + [True]
     assert not any(step.isError for step in played["steps"])
+    assert json.loads(played["steps"][-1].content[0].text)["reward"] == local.rewards[-1]
     assert played["state"]["digest"] == local.digests[-1] and played["state"]["seed"] == 7
 
 
@@ -95,11 +96,30 @@ def test_bad_mcp_input_is_a_json_rpc_error_and_the_session_survives(ledger_url: 
         for body, code in (({}, -32600), ("{not json", -32700), ([1, 2], -32600)):
             answer = _rpc(client, ledger_url, body)
             assert answer.status_code == 200 and answer.json()["error"]["code"] == code, answer.text
+        for body in (
+            '{"jsonrpc": "2.0", "id": NaN, "method": "ping"}',
+            '{"jsonrpc": "2.0", "id": null, "method": "ping"}',
+        ):
+            assert _rpc(client, ledger_url, body).json()["error"]["code"] in (-32700, -32600)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "balances"}}
-        assert _rpc(client, ledger_url, call).json()["error"]["code"] == -32600  # no session: initialize
+        assert _rpc(client, ledger_url, call).status_code == 400  # no session: initialize first
         assert _rpc(client, ledger_url, call, "no-such-session").status_code == 404
-        hello = _rpc(client, ledger_url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        assert _rpc(client, ledger_url, ping, "no-such-session").status_code == 404
+        sessions = httpx.get(f"{ledger_url}/health").json()["sessions"]
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        first = _rpc(client, ledger_url, init).headers[SESSION]
+        hello = _rpc(client, ledger_url, init, first)  # initialized again: the first session is closed
         session = hello.headers[SESSION]
+        assert session != first and httpx.get(f"{ledger_url}/health").json()["sessions"] == sessions + 1
+        assert _rpc(client, ledger_url, ping, first).status_code == 404
+        assert _rpc(client, ledger_url, ping, session).json()["result"] == {}
+        for header, status in (
+            ({"origin": "http://evil.example"}, 403),
+            ({"mcp-protocol-version": "1999-01-01"}, 400),
+        ):
+            refused = client.post(f"{ledger_url}/mcp", json=ping, headers={SESSION: session, **header})
+            assert refused.status_code == status and "error" in refused.json()
         assert hello.json()["result"]["capabilities"] == {"tools": {"listChanged": False}}
         # before any reset: a step is refused as the environment's error, never scored 0
         early = _rpc(client, ledger_url, call, session).json()["error"]
@@ -127,3 +147,4 @@ def test_bad_mcp_input_is_a_json_rpc_error_and_the_session_survives(ledger_url: 
         assert client.get(f"{ledger_url}/mcp").status_code == 405
         assert client.delete(f"{ledger_url}/mcp", headers={SESSION: session}).status_code == 200
         assert _rpc(client, ledger_url, call, session).status_code == 404
+        assert httpx.get(f"{ledger_url}/health").json()["sessions"] == sessions

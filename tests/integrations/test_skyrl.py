@@ -89,15 +89,27 @@ def test_model_text_without_a_call_is_an_error_observation_and_the_episode_goes_
 
 
 def test_a_row_without_a_seed_is_refused_with_the_reason() -> None:
-    with pytest.raises(ValueError, match="integer 'seed'"):
-        skyrl_gym.make("statekit", env_config={"adapter": LEDGER}, extras={})
+    for extras in ({}, {"seed": "7"}, {"seed": True}, {"seed": 7, "options": "file_new_claim"}):
+        with pytest.raises(ValueError, match=r"seed|options"):
+            skyrl_gym.make("statekit", env_config={"adapter": LEDGER}, extras=extras)
 
 
 def test_a_dead_server_is_an_exception_not_a_reward_of_0() -> None:
     server = ThreadedServer(create_app(HarnessConfig.of(LEDGER, workers=0))).start(timeout=60)
-    env = skyrl_gym.make("statekit", env_config={"url": server.url}, extras={"seed": 1})
-    env.init(PROMPT)
-    server.stop()
-    with pytest.raises(Exception) as failed:
+    try:
+        env = skyrl_gym.make("statekit", env_config={"url": server.url}, extras={"seed": 1})
+        env.init(PROMPT)
+    finally:
+        server.stop()
+    with pytest.raises(statekit.RemoteError) as failed:
         env.step(as_text({"tool": "balances"}))
-    assert not isinstance(failed.value, AssertionError)
+    assert failed.value.code == "unreachable"
+    with pytest.raises(statekit.RemoteError):  # closing says the session could not be closed either
+        env.close()
+
+
+def test_adapter_and_url_together_are_refused() -> None:
+    with pytest.raises(TypeError, match="server's"):
+        skyrl_gym.make(
+            "statekit", env_config={"adapter": LEDGER, "url": "http://127.0.0.1:9"}, extras={"seed": 1}
+        )
