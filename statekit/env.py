@@ -40,6 +40,7 @@ from statekit.live import Live, Step
 from statekit.referee import Referee
 from statekit.strategies.base import Health, ResetStrategy
 from statekit.tools import check_reset_options, parse_action
+from statekit.transfer import Transferring
 from statekit.warm import EpisodeStarts
 from statekit.world import World
 
@@ -48,12 +49,10 @@ EPISODE_START = timedelta(hours=1)
 """Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
 
 
-class Environment(Forking):
-    """``reset``/``step``/``state``/``snapshot``/``restore``/``close`` over one application.
-
-    Construct it with ``statekit.make`` (from an ``EnvSpec``); it owns its adapter and strategy.
-    ``spec`` is what it was made from (``EnvSpec(adapter)`` when none is given).
-    """
+class Environment(Forking, Transferring):
+    """``reset``/``step``/``state``/``snapshot``/``restore``/``export_episode``/``import_episode``/``close``
+    over one application. Made by ``statekit.make`` (from an ``EnvSpec``, kept as ``spec``; without
+    one, ``EnvSpec(adapter)``); it owns its adapter and strategy."""
 
     def __init__(
         self,
@@ -132,6 +131,7 @@ class Environment(Forking):
                 "this episode has ended (terminated or truncated): call reset() to start another"
             )
         live.step_count += 1
+        live.record(action)
         noted: dict[str, JSON] = {}
         try:
             tool, arguments = parse_action(action, live.episode.tools)

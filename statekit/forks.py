@@ -43,6 +43,8 @@ class Fork:
     mark: Any = None
     """A bookmark on world ``world_id`` (cheap), or None: ``copy`` names a captured copy instead."""
     copy: str = ""
+    actions: tuple[JSON, ...] = ()
+    """The episode's path up to the fork (what an exported episode restored from it replays)."""
 
 
 class Forks:
@@ -140,6 +142,7 @@ class Forking:
             live.done,
             digest=self.digest_report(),
             world_id=live.world.id,
+            actions=tuple(live.actions),
         )
         fork_id = true_token(10)
         self._forks.add(fork_id, fork, live.world)
@@ -174,6 +177,7 @@ class Forking:
             )
         assert self._live is not None
         self._live.step_count, self._live.done = fork.step_count, fork.done
+        self._live.actions = list(fork.actions)
         return obs, info
 
     def _bookmarked_world(self, fork: Fork) -> World:

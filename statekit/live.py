@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
+from typing import Any
 
 from statekit.adapter import Episode
 from statekit.contract import JSON
@@ -29,6 +31,12 @@ class Live:
     """The latest digest of the world: what the next one is updated from."""
     step_count: int = 0
     done: bool = False
+    actions: list[JSON] = field(default_factory=list)
+    """Every action since the episode began, as given: its path (``statekit.transfer`` replays it)."""
+
+    def record(self, action: Any) -> None:
+        """Add a step's action to the path (a copy: a caller may reuse its dict for the next action)."""
+        self.actions.append(copy.deepcopy(action))
 
     def info(self, **extra: JSON) -> dict[str, JSON]:
         """A step's ``info``: the episode, the step and the virtual clock after it."""

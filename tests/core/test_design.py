@@ -34,7 +34,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "goldens",
         "servers",
     ),
-    4: ("env", "forks", "warm", "live", "referee", "make", "container_mode", "client"),
+    4: ("env", "forks", "transfer", "warm", "live", "referee", "make", "container_mode", "client"),
     5: (
         "checks",
         "harness",
