@@ -35,8 +35,13 @@ class Live:
     """Every action since the episode began, as given: its path (``statekit.transfer`` replays it)."""
 
     def record(self, action: Any) -> None:
-        """Add a step's action to the path (a copy: a caller may reuse its dict for the next action)."""
-        self.actions.append(copy.deepcopy(action))
+        """Add a step's action to the path (a copy: a caller may reuse its dict for the next action).
+        One too deeply nested to copy (refused by the step as malformed) is kept as given: exporting
+        the episode then says it cannot move."""
+        try:
+            self.actions.append(copy.deepcopy(action))
+        except RecursionError:
+            self.actions.append(action)
 
     def info(self, **extra: JSON) -> dict[str, JSON]:
         """A step's ``info``: the episode, the step and the virtual clock after it."""

@@ -77,7 +77,7 @@ class Transferring:
         }
         try:
             text = json.dumps(body, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise ConfigError(f"this episode's actions are not JSON, so it cannot move: {exc}") from exc
         return zlib.compress(text.encode(), 1)
 

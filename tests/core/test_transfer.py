@@ -86,5 +86,13 @@ def test_a_blob_from_another_world_or_tampered_with_is_refused_with_the_reason(p
         with pytest.raises(ConfigError, match="not JSON"):
             ledger.step(object())  # a malformed action: an error observation, and a path that cannot move
             ledger.export_episode()
+    with statekit.make(LEDGER) as deep:
+        deep.reset(seed=1)
+        nested: dict = {"tool": "balances"}
+        for _ in range(50_000):  # deeper than Python's recursion limit: refused as malformed, not a crash
+            nested = {"tool": "balances", "x": nested}
+        assert deep.step(nested)[0]["error"]["code"] == "malformed_action"
+        with pytest.raises(ConfigError, match="not JSON"):
+            deep.export_episode()
     with statekit.make("claims_app", db_url=pg_url) as claims, pytest.raises(ConfigError, match="adapter"):
         claims.import_episode(blob)
