@@ -116,16 +116,30 @@ SLOW = (
     "tests/docs/",
     "tests/testing/test_plugin.py::",
     "statekit[code_env]",
+    # long single tests: property runs, two-process and subprocess checks, whole check plans
+    "tests/postgres/test_journal.py::test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact",
+    "tests/determinism/test_controls.py::test_separate_processes_times_zones_and_hash_seeds_agree",
+    "tests/determinism/test_ids_and_host.py::test_check_controls_proves_clock_and_ids_on_the_wild_app",
+    "tests/digest/test_diff.py::test_drift_names_a_new_model_column",
+    "tests/digest/test_diff.py::test_diverge_reports_the_first_diverging_step",
+    "tests/adapters/test_claims_adapter.py::test_digest_is_the_same_from_two_fresh_processes",
+    "tests/adapters/test_claims_exploits.py::test_probes_catch_a_claims_verifier_that_checks_only_the_target",
+    "tests/adapters/test_claims_rewind.py::test_changes_read_from_the_journal_equal_the_full_dump_diff",
+    "tests/testing/test_rewind_checks.py::test_an_ordered_read_passes_and_check_env_reports_it",
+    "tests/testing/test_check_kinds.py::test_every_kind_is_replayed_and_the_ignored_tables_it_writes_are_reported",
+    "tests/core/test_probes.py::test_the_pytest_plugin_generates_the_probes_per_task_kind",
+    "tests/harness/test_mcp.py::test_openenv_validate_passes_every_criterion",
 )
 """Node-id prefixes of the slow system tests (real Docker, Ray clusters, killed servers, served
-subprocesses, the code sandbox, long property runs)."""
+subprocesses, the code sandbox, long property runs). The harness tests' ``2-workers`` mode (worker
+processes) is slow too: the quick run drives the harness in-process."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the slow tests, and run the groups first: each is a long chain in one process, and
     starting it last would leave the other processes idle at the end of the run."""
     for item in items:
-        if item.nodeid.startswith(SLOW):
+        if item.nodeid.startswith(SLOW) or "[2-workers" in item.nodeid:
             item.add_marker(pytest.mark.slow)
     grouped = tuple(prefix for prefixes in GROUPS.values() for prefix in prefixes)
     long = (*SLOW, "statekit[")  # the slow ones and the plugin's generated ones next, the many short last
