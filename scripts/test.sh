@@ -9,8 +9,9 @@
 # In CI (CI=true) a missing component is a failure, never a skip.
 # The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
-# (tests/conftest.py). `--quick` runs what a contributor runs before every commit, in under two
-# minutes: no slow system test (Docker, Ray, killed servers, the code sandbox), the quick check plan.
+# (tests/conftest.py). `--quick` runs what a contributor runs before every commit (about three
+# minutes on 2 cores): no slow system test (Docker, Ray, killed servers, the code sandbox, worker
+# processes, long property runs), the quick check plan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=()
