@@ -37,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 
 from statekit.contract import JSON
 from statekit.harness.errors import ApiError
-from statekit.harness.models import MAX_SEED
+from statekit.harness.models import MAX_SEED, reset_arguments
 from statekit.harness.sessions import Session, SessionPool
 
 log = logging.getLogger(__name__)
@@ -113,12 +113,9 @@ def _call(session: Session, name: str, arguments: dict[str, Any]) -> dict[str, J
     """One ``tools/call`` in ``session`` (held by the caller)."""
     if name == RESET_TOOL["name"]:
         unknown = sorted(set(arguments) - {"seed", "options"})
-        seed, options = arguments.get("seed"), arguments.get("options")
-        if unknown or not (seed is None or (type(seed) is int and 0 <= seed <= MAX_SEED)):
-            raise RpcError(INVALID_PARAMS, f"statekit_reset takes seed (0 to {MAX_SEED} or null) and options")
-        if options is not None and not isinstance(options, dict):
-            raise RpcError(INVALID_PARAMS, "statekit_reset's options is a JSON object")
-        observation, info = session.reset(seed, options)
+        if unknown:
+            raise RpcError(INVALID_PARAMS, f"statekit_reset takes seed and options, not {unknown}")
+        observation, info = session.reset(*reset_arguments(arguments))
         return _result({"observation": observation, "info": info})
     if name == STATE_TOOL["name"]:
         if arguments:

@@ -11,8 +11,29 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from statekit.contract import JSON
+from statekit.harness.errors import ApiError
+
 MAX_SEED = 2**63 - 1
 """Seeds fit a signed 64-bit integer, so every client language (and numpy) can hold one."""
+
+
+def reset_arguments(data: Any) -> tuple[int | None, dict[str, JSON] | None]:
+    """``seed`` and ``options`` of a reset sent as loose JSON (OpenEnv's ``/ws``, MCP's
+    ``statekit_reset``), held to ``ResetRequest``'s rules; a 422 ``invalid_reset`` names what is wrong."""
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_reset", 'reset\'s data is a JSON object, e.g. {"seed": 7}')
+    seed, options = data.get("seed"), data.get("options")
+    if seed is not None and (
+        not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED
+    ):
+        raise ApiError(
+            422, "invalid_reset", f"seed must be null or an integer from 0 to {MAX_SEED}, got {seed!r}"
+        )
+    if options is not None and not isinstance(options, dict):
+        raise ApiError(422, "invalid_reset", f"options must be a JSON object, got {type(options).__name__}")
+    return seed, options
+
 
 SessionId = Annotated[str, Field(min_length=1, max_length=128, description="from POST /reset")]
 

@@ -24,14 +24,13 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import suppress
-from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from statekit.contract import JSON
 from statekit.harness.errors import ApiError
-from statekit.harness.models import MAX_SEED
+from statekit.harness.models import reset_arguments
 from statekit.harness.sessions import SessionPool
 
 log = logging.getLogger(__name__)
@@ -67,21 +66,6 @@ def _from_api_error(exc: ApiError) -> dict[str, JSON]:
     return _error(code, exc.message, exc.code)
 
 
-def _reset_arguments(data: Any) -> tuple[int | None, dict[str, JSON] | None]:
-    if not isinstance(data, dict):
-        raise ApiError(422, "invalid_reset", 'reset\'s data is a JSON object, e.g. {"seed": 7}')
-    seed, options = data.get("seed"), data.get("options")
-    if seed is not None and (
-        not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED
-    ):
-        raise ApiError(
-            422, "invalid_reset", f"seed must be null or an integer from 0 to {MAX_SEED}, got {seed!r}"
-        )
-    if options is not None and not isinstance(options, dict):
-        raise ApiError(422, "invalid_reset", f"options must be a JSON object, got {type(options).__name__}")
-    return seed, options
-
-
 def answer(pool: SessionPool, session_id: str, raw: str) -> dict[str, JSON] | None:
     """The reply to one client message, or None for ``close``. Runs in a worker thread."""
     try:
@@ -106,7 +90,7 @@ def answer(pool: SessionPool, session_id: str, raw: str) -> dict[str, JSON] | No
     try:
         with pool.use(session_id) as session:
             if kind == "reset":
-                seed, options = _reset_arguments(message.get("data", {}))
+                seed, options = reset_arguments(message.get("data", {}))
                 observation, info = session.reset(seed, options)
                 return {
                     "type": "observation",
