@@ -3,7 +3,8 @@
 Each is a thin layer over the public API (``statekit.make``, ``RemoteEnvironment``) and works for any
 adapter, in-process or against ``statekit serve`` (so a trainer's process need not host PostgreSQL):
 
-- ``statekit.integrations.skyrl``: a ``skyrl_gym`` text environment, registered as ``"statekit"``.
+- ``statekit.integrations.skyrl``: a ``skyrl_gym`` text environment, registered as ``"statekit"``;
+- ``statekit.integrations.trl``: TRL ``GRPOTrainer``'s ``environment_factory``.
 
 What they share lives here: opening the environment a rollout plays (``connect``) and reading the tool
 call out of a model's text (``parse_tool_call``).
