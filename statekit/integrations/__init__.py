@@ -4,10 +4,11 @@ Each is a thin layer over the public API (``statekit.make``, ``RemoteEnvironment
 adapter, in-process or against ``statekit serve`` (so a trainer's process need not host PostgreSQL):
 
 - ``statekit.integrations.skyrl``: a ``skyrl_gym`` text environment, registered as ``"statekit"``;
-- ``statekit.integrations.trl``: TRL ``GRPOTrainer``'s ``environment_factory``.
+- ``statekit.integrations.trl``: TRL ``GRPOTrainer``'s ``environment_factory``;
+- ``statekit.integrations.verifiers``: a verifiers taskset (``vf-eval statekit-verifiers``).
 
-What they share lives here: opening the environment a rollout plays (``connect``) and reading the tool
-call out of a model's text (``parse_tool_call``).
+What they share lives here: opening the environment a rollout plays (``connect``), telling a model
+how to act (``instructions``) and reading the tool call out of its text (``parse_tool_call``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,23 @@ def connect(
     return make(adapter, **make_options)
 
 
+def as_text(value: JSON) -> str:
+    """An observation as the model reads it: JSON with sorted keys."""
+    return json.dumps(value, sort_keys=True)
+
+
+def instructions(tools: list[dict[str, JSON]]) -> str:
+    """How the model acts: the tools' names, descriptions and argument schemas, and the call format."""
+    listed = "\n".join(
+        f"- {t['name']}: {t['description']} Arguments (JSON Schema): {as_text(t['input_schema'])}"
+        for t in tools
+    )
+    return (
+        f"You act in this environment by calling one tool per turn.\nTools:\n{listed}\n"
+        'Call a tool as <tool_call>{"name": TOOL, "arguments": {...}}</tool_call>.'
+    )
+
+
 def parse_tool_call(text: str) -> dict[str, JSON]:
     """The action a model's text asks for: the last ``<tool_call>{"name", "arguments"}</tool_call>``
     (or a bare JSON object, ``{"name", "arguments"}`` or statekit's ``{"tool", ...}``), as statekit's
@@ -77,4 +95,4 @@ def parse_tool_call(text: str) -> dict[str, JSON]:
     return {}
 
 
-__all__ = ["TOOL_CALL", "connect", "parse_tool_call"]
+__all__ = ["TOOL_CALL", "as_text", "connect", "instructions", "parse_tool_call"]

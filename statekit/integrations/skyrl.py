@@ -12,7 +12,6 @@ environment cannot serve raises, so SkyRL counts a failed trajectory, never a re
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -21,25 +20,9 @@ from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
 from statekit.contract import JSON
-from statekit.integrations import connect, parse_tool_call
+from statekit.integrations import as_text, connect, instructions, parse_tool_call
 
 ENV_ID = "statekit"
-
-
-def _text(value: JSON) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-def instructions(tools: list[dict[str, JSON]]) -> str:
-    """How the model acts: the tools' names, descriptions and argument schemas, and the call format."""
-    listed = "\n".join(
-        f"- {t['name']}: {t['description']} Arguments (JSON Schema): {_text(t['input_schema'])}"
-        for t in tools
-    )
-    return (
-        f"You act in this environment by calling one tool per turn.\nTools:\n{listed}\n"
-        'Call a tool as <tool_call>{"name": TOOL, "arguments": {...}}</tool_call>.'
-    )
 
 
 class StatekitTextEnv(BaseTextEnv):
@@ -76,7 +59,7 @@ class StatekitTextEnv(BaseTextEnv):
         tools = self.env.tools
         conversation = [
             *prompt,
-            {"role": "user", "content": f"{instructions(tools)}\n\nObservation: {_text(observation)}"},
+            {"role": "user", "content": f"{instructions(tools)}\n\nObservation: {as_text(observation)}"},
         ]
         return conversation, {"seed": self.seed, "initial_digest": self.initial_digest, "tools": tools}
 
@@ -88,7 +71,7 @@ class StatekitTextEnv(BaseTextEnv):
         self.total_reward += reward
         out_of_turns = self.turns >= self.max_turns and not (terminated or truncated)
         return BaseTextEnvStepOutput(
-            observations=[{"role": "user", "content": f"Observation: {_text(observation)}"}],
+            observations=[{"role": "user", "content": f"Observation: {as_text(observation)}"}],
             reward=reward,
             done=terminated or truncated or out_of_turns,
             metadata={

@@ -19,13 +19,14 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
 from statekit.client import RemoteEnvironment
 from statekit.servers import ThreadedServer
 from statekit_examples.adapters.code_env.llm_baseline import ChatClient, parse_tool_calls, play, summary
 from statekit_examples.adapters.code_env.tasks import TASKS_DIR
 
+from ..chat_standin import scripted
 from .conftest import require_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,29 +42,6 @@ def assistant(*calls: dict[str, Any], content: str | None = None) -> dict[str, A
     if calls:
         message["tool_calls"] = list(calls)
     return message
-
-
-class StandIn:
-    """A chat-completions endpoint that replays a script and keeps every request it got."""
-
-    def __init__(self, script: list[dict[str, Any]]) -> None:
-        self.script = list(script)
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.app = FastAPI()
-        self.app.post("/v1/chat/completions")(self.complete)
-
-    async def complete(self, request: Request) -> dict[str, Any]:
-        self.requests.append(await request.json())
-        self.headers.append(dict(request.headers))
-        message = self.script.pop(0)
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return {
-            "id": f"cmpl-{len(self.requests)}",
-            "object": "chat.completion",
-            "model": "stand-in",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        }
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +75,7 @@ def harness() -> Iterator[str]:
 
 def test_a_scripted_model_solves_a_task_through_the_harness(harness: str) -> None:
     reference = (TASKS_DIR / "median" / "reference" / "solution.py").read_text()
-    stand_in = StandIn(
+    stand_in = scripted(
         [
             assistant(
                 call("c1", "list_files", {}),
@@ -148,7 +126,7 @@ def test_a_scripted_model_solves_a_task_through_the_harness(harness: str) -> Non
 
 
 def test_a_model_that_never_calls_a_tool_ends_as_a_submit(harness: str) -> None:
-    stand_in = StandIn([assistant(content="hmm"), assistant(content="still thinking")])
+    stand_in = scripted([assistant(content="hmm"), assistant(content="still thinking")])
     with ThreadedServer(stand_in.app) as llm, RemoteEnvironment(harness) as env:
         attempt = play(env, ChatClient(f"{llm.url}/v1", "stand-in"), seed=4, options={"task": "fizzbuzz"})
     assert attempt.reward == 0.0 and attempt.steps == 1 and len(stand_in.requests) == 2

@@ -1,0 +1,167 @@
+"""verifiers (0.4) plays ``statekit serve`` episodes: its own OpenEnv taskset, and statekit's native one.
+
+verifiers runs in ``.venv-verifiers`` (``scripts/venv-verifiers.sh``: its pins clash with the dev
+venv's), as a user runs it: ``vf-eval @ eval.toml``, its player's chat program (through uv) asking a
+model for each action. The model is a scripted stand-in on loopback that knows each seed's first
+observation and the reference actions for it: a server that ignored the seed would show it an
+observation it does not know, and the rewards must be statekit's own for those seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import statekit
+from statekit.harness import HarnessConfig, create_app
+from statekit.servers import ThreadedServer
+
+from ..chat_standin import ChatStandIn
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(os.environ.get("STATEKIT_VERIFIERS_VENV", ROOT / ".venv-verifiers"))
+ADAPTER = "claims_app"
+LEDGER = "statekit.testing.ledger:LedgerAdapter"
+SEEDS = (3, 4)
+ROLLOUTS = 2
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+@dataclass
+class Expected:
+    """What statekit itself gives each seed: the first observation, the reference actions, the reward."""
+
+    scripts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rewards: dict[int, float] = field(default_factory=dict)
+    digests: dict[int, str] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def script_for(self, observation: Any) -> list[dict[str, Any]] | None:
+        script = self.scripts.get(canonical(observation))
+        if script is None:
+            self.unknown.append(canonical(observation))
+        return script
+
+
+@pytest.fixture(scope="module")
+def expected() -> Expected:
+    out = Expected()
+    with statekit.make(ADAPTER) as env:
+        for seed in SEEDS:
+            first, info = env.reset(seed=seed)
+            script = env.adapter.reference_actions(env.task)
+            out.rewards[seed] = sum(env.step(action)[1] for action in script)
+            out.scripts[canonical(first)] = script
+            out.digests[seed] = info["digest"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    with ThreadedServer(create_app(HarnessConfig.of(ADAPTER, workers=0))) as server:
+        yield server.url
+
+
+def vf_eval(tmp_path: Path, model: ChatStandIn, taskset: str) -> list[dict[str, Any]]:
+    """``vf-eval @ eval.toml`` with ``taskset`` (TOML lines), the model at ``model``: its episodes."""
+    command = VENV / "bin" / "vf-eval"
+    if not command.exists():
+        pytest.fail(f"{command} is missing: scripts/test.sh builds it (scripts/venv-verifiers.sh)")
+    with ThreadedServer(model.app) as endpoint:
+        (tmp_path / "eval.toml").write_text(
+            f'model = "scripted"\nnum_rollouts = {ROLLOUTS}\noutput_dir = "{tmp_path / "out"}"\n'
+            f'push = false\n\n[client]\nbase_url = "{endpoint.url}/v1"\n\n[env.taskset]\n{taskset}\n\n'
+            '[env.player]\nharness = {id = "null"}\nruntime = {type = "subprocess"}\n'
+        )
+        environ = {**os.environ, "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}", "PRIME_API_KEY": "unused"}
+        run = subprocess.run(
+            [str(command), "@", "eval.toml"],
+            cwd=tmp_path,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return [json.loads(line) for path in (tmp_path / "out").rglob("traces.jsonl") for line in path.open()]
+
+
+def test_verifiers_openenv_taskset_plays_served_episodes_with_seeds_honoured(
+    tmp_path: Path, expected: Expected, served: str
+) -> None:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:  # the user turns are {"observation", "action_schema"}
+        messages = body["messages"]
+        script = expected.script_for(json.loads(first_user(messages))["observation"])
+        turn = sum(m["role"] == "assistant" for m in messages)
+        content = json.dumps(script[turn]) if script is not None and turn < len(script) else ""
+        return {"role": "assistant", "content": content}
+
+    resets = ", ".join(f"{{seed = {seed}}}" for seed in SEEDS)
+    episodes = vf_eval(
+        tmp_path, ChatStandIn(reply), f'id = "openenv"\nbase_url = "{served}"\nresets = [{resets}]'
+    )
+    played = sorted(
+        (e["task"]["data"]["reset"]["seed"], e["traces"][0]["rewards"]["openenv_reward"]["score"], e["ok"])
+        for e in episodes
+    )
+    assert not expected.unknown, (
+        f"the served episodes began from worlds no seed gives: {expected.unknown[:1]}"
+    )
+    assert played == sorted((seed, expected.rewards[seed], True) for seed in SEEDS for _ in range(ROLLOUTS))
+
+
+def first_user(messages: list[dict[str, Any]]) -> str:
+    content = next(m["content"] for m in messages if m["role"] == "user")
+    return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+def test_the_native_taskset_keeps_statekits_digests_verdict_and_reward(
+    tmp_path: Path, expected: Expected, served: str
+) -> None:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:  # a model writing Hermes-style tool calls
+        messages = body["messages"]
+        script = expected.script_for(json.loads(first_user(messages).split("Observation: ", 1)[1]))
+        turn = sum(m["role"] == "assistant" for m in messages)
+        if script is None or turn >= len(script):
+            return {"role": "assistant", "content": "I am done."}
+        action = script[turn]
+        call = {"name": action["tool"], "arguments": {k: v for k, v in action.items() if k != "tool"}}
+        return {"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"}
+
+    seeds = ", ".join(str(seed) for seed in SEEDS)
+    taskset = f'id = "statekit-verifiers"\nurl = "{served}"\nseeds = [{seeds}]'
+    episodes = vf_eval(tmp_path, ChatStandIn(reply), taskset)
+    assert not expected.unknown, (
+        f"the served episodes began from worlds no seed gives: {expected.unknown[:1]}"
+    )
+    assert sorted(e["task"]["data"]["seed"] for e in episodes) == sorted(SEEDS * ROLLOUTS)
+    for episode in episodes:
+        assert episode["ok"], episode["errors"]
+        trace = episode["traces"][0]
+        seed, record = episode["task"]["data"]["seed"], trace["info"]["statekit"]
+        assert trace["rewards"]["statekit_reward"]["score"] == expected.rewards[seed]
+        assert record["initial_digest"] == expected.digests[seed]  # every rollout of the group: one world
+        assert record["terminated"] and not record["truncated"]
+        assert record["verdict"]["reward"] == expected.rewards[seed]
+        assert record["final_digest"] != record["initial_digest"]
+
+
+def test_a_dead_server_is_a_rollout_error_not_a_reward_of_zero(tmp_path: Path) -> None:
+    with ThreadedServer(create_app(HarnessConfig.of(LEDGER, workers=0))) as gone:
+        url = gone.url  # a port nothing listens on once the server stops
+    model = ChatStandIn(lambda _body: {"role": "assistant", "content": "hello"})
+    episodes = vf_eval(tmp_path, model, f'id = "statekit-verifiers"\nurl = "{url}"\nseeds = [1]')
+    assert len(episodes) == ROLLOUTS
+    for episode in episodes:
+        assert not episode["ok"] and episode["errors"], episode
+        assert "statekit_reward" not in (episode["traces"][0]["rewards"] if episode["traces"] else {})
