@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine. Installs what the tests need:
-#  - Python deps into .venv, and verifiers into .venv-verifiers (its pins clash with the dev set);
+#  - Python deps into .venv; verifiers into .venv-verifiers (its pins clash with the dev set) and NeMo
+#    Gym into .venv-nemo-gym (it needs Python >= 3.12);
 #  - PostgreSQL: nothing to do here, the tests start private throwaway clusters themselves
 #    (system binaries if present, else the pgserver wheel's);
 #  - as root on Debian: the Docker engine (started in the background) and the local base image;
@@ -21,6 +22,7 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 bash scripts/venv.sh dev
 bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2: a venv of its own
+bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12: a venv of its own
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   if [ ${#quick[@]} -eq 0 ]; then  # the quick run needs neither Docker nor the base image
     bash scripts/docker-engine.sh

@@ -117,6 +117,7 @@ SLOW = (
     "tests/testing/test_plugin.py::",
     "tests/integrations/test_trl.py::test_grpo_trains_on_claims_seeds_each_group_from_one_world",
     "tests/integrations/test_verifiers.py::",
+    "tests/integrations/test_nemo_gym.py::",
     "statekit[code_env]",
     # long single tests: property runs, two-process and subprocess checks, whole check plans
     "tests/postgres/test_journal.py::test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact",

@@ -5,7 +5,8 @@ adapter, in-process or against ``statekit serve`` (so a trainer's process need n
 
 - ``statekit.integrations.skyrl``: a ``skyrl_gym`` text environment, registered as ``"statekit"``;
 - ``statekit.integrations.trl``: TRL ``GRPOTrainer``'s ``environment_factory``;
-- ``statekit.integrations.verifiers``: a verifiers taskset (``vf-eval statekit-verifiers``).
+- ``statekit.integrations.verifiers``: a verifiers taskset (``vf-eval statekit-verifiers``);
+- ``statekit.integrations.nemo_gym``: a NeMo Gym resources server.
 
 What they share lives here: opening the environment a rollout plays (``connect``), telling a model
 how to act (``instructions``) and reading the tool call out of its text (``parse_tool_call``).

@@ -53,9 +53,13 @@ LAYERS: dict[int, tuple[str, ...]] = {
 }
 """Each module (or package) of ``statekit`` by layer: the map in docs/ARCHITECTURE.md."""
 
-ELSEWHERE = {"statekit.integrations.verifiers": ".venv-verifiers"}
+ELSEWHERE = {
+    "statekit.integrations.verifiers": ".venv-verifiers",
+    "statekit.integrations.nemo_gym": ".venv-nemo-gym",
+}
 """Modules that import only where their framework is installed, a venv of its own (verifiers' pins
-clash with the dev venv's): checked by their AST here, imported by tests/integrations/test_verifiers.py."""
+clash with the dev venv's; NeMo Gym needs Python 3.12): checked by their AST here, imported by
+tests/integrations/test_verifiers.py and test_nemo_gym.py."""
 
 
 def _modules() -> list[tuple[str, Path]]:
