@@ -16,13 +16,15 @@ replay its episodes run under, from its settings.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import vcr
+from vcr.cassette import Cassette
 from vcr.errors import CannotOverwriteExistingCassetteException
+from vcr.patch import CassettePatcherBuilder
 
 from statekit.contract import canonical_url
 from statekit.determinism.base import Control, Violation
@@ -62,6 +64,7 @@ class Replay:
     _seen: list[Any] = field(default_factory=list, repr=False)
     _depth: int = field(default=0, repr=False)
     _cassette: Any = field(default=None, repr=False)
+    _replaying: tuple[Cassette, list[Any]] | None = field(default=None, repr=False)
 
     def _canonical(self, request: Any) -> Any:
         for service, base in self.live.items():
@@ -97,7 +100,28 @@ class Replay:
             return
         if self.record and not self.live:
             raise ValueError("recording needs the live services' URLs (EnvSpec.services)")
-        recorder = vcr.VCR(
+        self._seen = []
+        if self.record:
+            with self._recorder().use_cassette(str(self.path), allow_playback_repeats=True) as cassette:
+                self._depth, self._cassette = 1, cassette
+                try:
+                    yield self
+                finally:
+                    self._depth, self._cassette = 0, None
+            return
+        cassette, patchers = self._loaded()
+        with ExitStack() as patches:  # what vcrpy's use_cassette does, without reading the file again
+            for patch in patchers:
+                patches.enter_context(patch)
+            self._depth, self._cassette = 1, cassette
+            try:
+                yield self
+            finally:
+                self._depth, self._cassette = 0, None
+                self._collect_misses(cassette)
+
+    def _recorder(self) -> vcr.VCR:
+        return vcr.VCR(
             record_mode="new_episodes" if self.record else "none",
             match_on=MATCH_ON,
             before_record_request=self._canonical,
@@ -105,15 +129,18 @@ class Replay:
             decode_compressed_response=True,
             ignore_hosts=IN_PROCESS_HOSTS,
         )
-        self._seen = []
-        with recorder.use_cassette(str(self.path), allow_playback_repeats=True) as cassette:
-            self._depth, self._cassette = 1, cassette
-            try:
-                yield self
-            finally:
-                self._depth, self._cassette = 0, None
-                if not self.record:
-                    self._collect_misses(cassette)
+
+    def _loaded(self) -> tuple[Cassette, list[Any]]:
+        """The cassette and vcrpy's patches for it, made once per replay: a step only enters and leaves
+        the patches (reading the cassette and building the patches, which probes a dozen HTTP libraries'
+        imports, cost every claims step about 12 ms). Replay never writes the cassette."""
+        if self._replaying is None:
+            config = self._recorder().get_merged_config(path=str(self.path), allow_playback_repeats=True)
+            for key in ("path_transformer", "func_path_generator", "record_on_exception"):
+                config.pop(key, None)
+            cassette = Cassette.load(**config)
+            self._replaying = (cassette, list(CassettePatcherBuilder(cassette).build()))
+        return self._replaying
 
     def _collect_misses(self, cassette: Any) -> None:
         reported = {(m.method, m.uri) for m in self.misses}
