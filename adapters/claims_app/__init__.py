@@ -103,9 +103,12 @@ class ClaimsApp:
                 )
             if token is None:
                 raise ConfigError("the world has no login session for the agent; rebuild it")
-            self.client = TestClient(
+            client = TestClient(
                 create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
             )
+            # Entered once: one portal (a thread and an event loop) serves every request for the app's
+            # life, instead of one started and stopped per request (most of a read step's cost).
+            self.client = client.__enter__()
             self.client.headers["Authorization"] = f"Bearer {token}"
         except BaseException:
             self.close()
@@ -114,7 +117,7 @@ class ClaimsApp:
 
     def close(self) -> None:
         if self.client is not None:
-            self.client.close()
+            self.client.__exit__(None, None, None)
             self.client = None
         _forget_engine(self.engine)
         _forget_fastapi_callables()

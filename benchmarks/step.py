@@ -1,0 +1,93 @@
+"""What a step costs: the claims app called directly beside ``env.step`` in-process and over HTTP.
+
+    python benchmarks/step.py [--steps 200]
+
+One run, side by side, for a read tool (``get_claim``) and a write tool (``add_note``): the floor (the
+same request sent straight to the warm application's own client, on the same world, outside any
+step), ``env.step`` in-process (the default ``rewind`` strategy, embedded PostgreSQL), and the same
+step through ``statekit serve`` over HTTP (an in-process server thread, ``RemoteEnvironment``).
+Prints p50/p90, each against the floor, statekit's own cost per step (p50 minus the floor's) and
+steps per second on one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from timing import percentile_ms
+
+import statekit
+from statekit.client import RemoteEnvironment
+from statekit.harness import HarnessConfig, create_app
+from statekit.servers import ThreadedServer
+from statekit_examples.adapters.claims_app.tools import to_request
+
+
+def samples(n: int, call: Callable[[], object]) -> list[float]:
+    for _ in range(5):  # warm
+        call()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    cap = 10 * args.steps + 100
+    results: dict[str, dict[str, list[float]]] = {}
+    with statekit.make("claims_app", max_steps=cap) as env:
+        env.reset(seed=1)
+        listed: Any = env.step({"tool": "list_claims", "assigned_to_me": True, "limit": 1})[0]
+        reference = listed["body"]["items"][0]["reference"]
+        actions = {
+            "read (get_claim)": {"tool": "get_claim", "reference": reference},
+            "write (add_note)": {"tool": "add_note", "reference": reference, "body": "checked"},
+        }
+        app = env._live.episode.app  # type: ignore[union-attr]  # the warm app statekit holds: the floor
+
+        def direct(action: dict[str, Any]) -> Callable[[], object]:
+            method, path, params, body = to_request(action["tool"], action)
+            return lambda: app.client.request(method, path, params=params, json=body)
+
+        for name, action in actions.items():
+            results[name] = {
+                "app directly": samples(args.steps, direct(action)),
+                "env.step": samples(args.steps, lambda a=action: env.step(a)),
+            }
+    with (
+        ThreadedServer(create_app(HarnessConfig.of("claims_app", workers=0, max_steps=cap))) as server,
+        RemoteEnvironment(server.url) as remote,
+    ):
+        remote.reset(seed=1)
+        for name, action in actions.items():
+            results[name]["over HTTP"] = samples(args.steps, lambda a=action: remote.step(a))
+    print(
+        f"step: claims_app (default strategy rewind), {args.steps} steps each, one process; "
+        f"load average before {load:.2f} on {os.cpu_count()} cores"
+    )
+    for name, rows in results.items():
+        floor = percentile_ms(rows["app directly"], 0.5)
+        print(f" {name}")
+        for label, values in rows.items():
+            p50, p90 = percentile_ms(values, 0.5), percentile_ms(values, 0.9)
+            print(
+                f"  {label:<13} p50 {p50:7.2f} ms  p90 {p90:7.2f} ms  {p50 / floor:5.2f}x floor  "
+                f"+{p50 - floor:6.2f} ms  {1000 / p50:6.0f} steps/s"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
