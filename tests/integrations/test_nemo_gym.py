@@ -27,11 +27,11 @@ from statekit.kit import allow_egress
 from statekit.servers import ThreadedServer
 
 from ..chat_standin import ChatStandIn
+from .conftest import LEDGER
+from .vf import vf_eval
 
 ROOT = Path(__file__).resolve().parents[2]
 NEMO = Path(os.environ.get("STATEKIT_NEMO_GYM_VENV", ROOT / ".venv-nemo-gym"))
-VERIFIERS = Path(os.environ.get("STATEKIT_VERIFIERS_VENV", ROOT / ".venv-verifiers"))
-LEDGER = "statekit.testing.ledger:LedgerAdapter"
 SEEDS = (3, 4)
 ROLLOUTS = 2
 
@@ -123,9 +123,6 @@ def test_a_dead_statekit_server_is_a_503_never_a_reward() -> None:
 
 
 def test_verifiers_nemo_gym_taskset_plays_claims_seeds_through_the_resources_server(tmp_path: Path) -> None:
-    vf_eval = VERIFIERS / "bin" / "vf-eval"
-    if not vf_eval.exists():
-        pytest.fail(f"{vf_eval} is missing: scripts/test.sh builds it (scripts/venv-verifiers.sh)")
     scripts: dict[str, list[dict[str, Any]]] = {}
     expected: dict[int, tuple[float, str]] = {}
     rows = []
@@ -152,31 +149,12 @@ def test_verifiers_nemo_gym_taskset_plays_claims_seeds_through_the_resources_ser
         return {"role": "assistant", "content": None, "tool_calls": [call]}
 
     model = ChatStandIn(reply)
+    taskset = (
+        f'id = "nemo_gym"\ndataset = "{tmp_path / "rows.jsonl"}"\n\n[env.taskset.task]\nresources_url = '
+    )
     served = ThreadedServer(create_app(HarnessConfig.of("claims_app", workers=0)))
-    with served, resources_server("--url", served.url) as gym, ThreadedServer(model.app) as endpoint:
-        (tmp_path / "eval.toml").write_text(
-            f'model = "scripted"\nnum_rollouts = {ROLLOUTS}\npush = false\n'
-            f'output_dir = "{tmp_path / "out"}"\n\n'
-            f'[client]\nbase_url = "{endpoint.url}/v1"\n\n'
-            f'[env.taskset]\nid = "nemo_gym"\ndataset = "{tmp_path / "rows.jsonl"}"\n\n'
-            f'[env.taskset.task]\nresources_url = "{gym}"\n\n'
-            '[env.agent]\nharness = {id = "null"}\nruntime = {type = "subprocess"}\n'
-        )
-        environ = {
-            **os.environ,
-            "PATH": f"{VERIFIERS / 'bin'}:{os.environ['PATH']}",
-            "PRIME_API_KEY": "unused",
-        }
-        run = subprocess.run(
-            [str(vf_eval), "@", "eval.toml"],
-            cwd=tmp_path,
-            env=environ,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    episodes = [json.loads(line) for path in (tmp_path / "out").rglob("traces.jsonl") for line in path.open()]
+    with served, resources_server("--url", served.url) as gym:
+        episodes = vf_eval(tmp_path, model, f'{taskset}"{gym}"', rollouts=ROLLOUTS, agent="agent")
     assert sorted(e["task"]["data"]["row"]["seed"] for e in episodes) == sorted(SEEDS * ROLLOUTS)
     for episode in episodes:
         assert episode["ok"], episode["traces"][0]["errors"] if episode["traces"] else episode["errors"]

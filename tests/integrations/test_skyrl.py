@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,20 +13,9 @@ import statekit.integrations.skyrl  # registers "statekit" with skyrl_gym
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
 
-LEDGER = "statekit.testing.ledger:LedgerAdapter"
+from .conftest import LEDGER, reference
+
 PROMPT = [{"role": "system", "content": "You are a careful clerk."}]
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    with ThreadedServer(create_app(HarnessConfig.of(LEDGER, workers=0))) as server:
-        yield server.url
-
-
-def reference(seed: int) -> list[dict[str, Any]]:
-    with statekit.make(LEDGER) as env:
-        env.reset(seed=seed)
-        return env.adapter.reference_actions(env.task)
 
 
 def as_text(action: dict[str, Any]) -> str:
@@ -58,10 +46,10 @@ def trajectory(env_config: dict[str, Any], seed: int, turns: list[str]) -> dict[
         env.close()
 
 
-def test_skyrl_plays_an_episode_in_process_and_served_alike(served: str) -> None:
+def test_skyrl_plays_an_episode_in_process_and_served_alike(served_ledger: str) -> None:
     script = reference(3)
     local = trajectory({"adapter": LEDGER}, 3, [as_text(a) for a in script])
-    remote = trajectory({"url": served}, 3, [as_text(a) for a in script])
+    remote = trajectory({"url": served_ledger}, 3, [as_text(a) for a in script])
     assert local == remote
     assert local["system"] == PROMPT[0] and "Move" in local["first"]["task"]
     assert local["rewards"] == [0.0, 1.0] and local["done"] == [False, True] == local["terminated"]

@@ -9,7 +9,6 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +20,9 @@ from statekit.harness import HarnessConfig, create_app
 from statekit.integrations.trl import InfrastructureFailure, StatekitToolEnv, environment_factory
 from statekit.servers import ThreadedServer
 
-LEDGER = "statekit.testing.ledger:LedgerAdapter"
+from .conftest import LEDGER, reference
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    with ThreadedServer(create_app(HarnessConfig.of(LEDGER, workers=0))) as server:
-        yield server.url
-
-
-def reference(seed: int) -> list[dict[str, Any]]:
-    with statekit.make(LEDGER) as env:
-        env.reset(seed=seed)
-        return env.adapter.reference_actions(env.task)
 
 
 def play(env: StatekitToolEnv, seed: int, script: list[dict[str, Any]]) -> dict[str, Any]:
@@ -63,10 +51,10 @@ def test_transformers_reads_each_tool_as_the_environment_describes_it() -> None:
     env._close()
 
 
-def test_in_process_and_served_rollouts_match_statekit_and_score_its_verifier(served: str) -> None:
+def test_in_process_and_served_rollouts_match_statekit_and_score_its_verifier(served_ledger: str) -> None:
     script = reference(3)
     local = play(environment_factory(LEDGER)(), 3, script)
-    remote = play(environment_factory(url=served)(), 3, script)
+    remote = play(environment_factory(url=served_ledger)(), 3, script)
     assert local == remote
     with statekit.make(LEDGER) as env:
         first, info = env.reset(seed=3)

@@ -10,8 +10,6 @@ observation it does not know, and the rewards must be statekit's own for those s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +22,10 @@ from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
 
 from ..chat_standin import ChatStandIn
+from . import vf
+from .conftest import LEDGER
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("STATEKIT_VERIFIERS_VENV", ROOT / ".venv-verifiers"))
 ADAPTER = "claims_app"
-LEDGER = "statekit.testing.ledger:LedgerAdapter"
 SEEDS = (3, 4)
 ROLLOUTS = 2
 
@@ -66,34 +63,14 @@ def expected() -> Expected:
     return out
 
 
+def vf_eval(tmp_path: Path, model: ChatStandIn, taskset: str) -> list[dict[str, Any]]:
+    return vf.vf_eval(tmp_path, model, taskset, rollouts=ROLLOUTS, agent="player")
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[str]:
     with ThreadedServer(create_app(HarnessConfig.of(ADAPTER, workers=0))) as server:
         yield server.url
-
-
-def vf_eval(tmp_path: Path, model: ChatStandIn, taskset: str) -> list[dict[str, Any]]:
-    """``vf-eval @ eval.toml`` with ``taskset`` (TOML lines), the model at ``model``: its episodes."""
-    command = VENV / "bin" / "vf-eval"
-    if not command.exists():
-        pytest.fail(f"{command} is missing: scripts/test.sh builds it (scripts/venv-verifiers.sh)")
-    with ThreadedServer(model.app) as endpoint:
-        (tmp_path / "eval.toml").write_text(
-            f'model = "scripted"\nnum_rollouts = {ROLLOUTS}\noutput_dir = "{tmp_path / "out"}"\n'
-            f'push = false\n\n[client]\nbase_url = "{endpoint.url}/v1"\n\n[env.taskset]\n{taskset}\n\n'
-            '[env.player]\nharness = {id = "null"}\nruntime = {type = "subprocess"}\n'
-        )
-        environ = {**os.environ, "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}", "PRIME_API_KEY": "unused"}
-        run = subprocess.run(
-            [str(command), "@", "eval.toml"],
-            cwd=tmp_path,
-            env=environ,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return [json.loads(line) for path in (tmp_path / "out").rglob("traces.jsonl") for line in path.open()]
 
 
 def test_verifiers_openenv_taskset_plays_served_episodes_with_seeds_honoured(

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# side-venv.sh VENV PYTHON SPEC...: a venv of its own for a framework whose pins or Python clash with the
+# dev venv's (scripts/venv-verifiers.sh, scripts/venv-nemo-gym.sh). Makes VENV with PYTHON and has uv
+# install SPEC... and statekit's core (editable) into it; skips all of it when the specs and
+# pyproject.toml are unchanged since the last install. uv: pip's resolver takes minutes on these sets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="$1" python="$2"
+shift 2
+want="$* uv==0.13.9 $(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$venv/.statekit-installed" 2>/dev/null)" = "$want" ]; then
+  exit 0
+fi
+rm -rf "$venv"
+"$python" -m venv "$venv"
+log=$(mktemp)
+if ! { "$venv/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9" \
+       && "$venv/bin/uv" pip install -q --python "$venv/bin/python" "$@" -e .; } >"$log" 2>&1; then
+  grep -v '^WARNING: Location' "$log" >&2 || true
+  echo "installing $* into $venv failed (output above)" >&2
+  rm -f "$log"
+  exit 1
+fi
+rm -f "$log"
+echo "$want" > "$venv/.statekit-installed"
