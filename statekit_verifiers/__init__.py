@@ -1,23 +1,8 @@
 """statekit's verifiers taskset under the name verifiers looks up: ``vf-eval statekit-verifiers``.
 
-verifiers imports a taskset by a top-level module name (``statekit-verifiers`` -> this package); the
-taskset itself is ``statekit.integrations.verifiers``.
+verifiers imports a taskset by a top-level module name (``statekit-verifiers`` -> this package) and
+takes the ``Taskset`` and ``Env`` its ``__all__`` exports; they are ``statekit.integrations.verifiers``'s.
 """
 
-from statekit.integrations.verifiers import (
-    StatekitConfig,
-    StatekitData,
-    StatekitEnv,
-    StatekitEnvConfig,
-    StatekitTask,
-    StatekitTaskset,
-)
-
-__all__ = [
-    "StatekitConfig",
-    "StatekitData",
-    "StatekitEnv",
-    "StatekitEnvConfig",
-    "StatekitTask",
-    "StatekitTaskset",
-]
+from statekit.integrations.verifiers import *  # noqa: F403
+from statekit.integrations.verifiers import __all__ as __all__
