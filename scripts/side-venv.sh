@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="$1" python="$2"
 shift 2
-want="$* uv==0.13.9 $(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ "$(cat "$venv/.statekit-installed" 2>/dev/null)" = "$want" ]; then
+want="$* uv==0.13.9 $(sha256sum pyproject.toml | cut -d' ' -f1) $("$python" -c 'import sys; print(sys.executable)')"
+if [ "$(cat "$venv/.statekit-installed" 2>/dev/null)" = "$want" ] && "$venv/bin/python" -c '' 2>/dev/null; then
   exit 0
 fi
 rm -rf "$venv"

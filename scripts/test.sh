@@ -21,8 +21,10 @@ if [ "${1:-}" = "--quick" ]; then
   quick=(-m "not slow" -o statekit_plan=quick)
 fi
 bash scripts/venv.sh dev
-bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2: a venv of its own
-bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12: a venv of its own
+if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
+  bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2: a venv of its own
+  bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12: a venv of its own
+fi
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   if [ ${#quick[@]} -eq 0 ]; then  # the quick run needs neither Docker nor the base image
     bash scripts/docker-engine.sh

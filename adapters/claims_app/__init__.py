@@ -116,14 +116,16 @@ class ClaimsApp:
         self.engine.dispose()
 
     def close(self) -> None:
-        if self.client is not None:
-            self.client.__exit__(None, None, None)
-            self.client = None
-        _forget_engine(self.engine)
-        _forget_fastapi_callables()
-        # typing's own caches (128 deep) keep the app's ``Annotated[..., Depends(closure)]``
-        # parameters, and through the closures this session factory: unbind the engine from it
-        self.sessions.configure(bind=None)
+        client, self.client = self.client, None
+        try:
+            if client is not None:
+                client.__exit__(None, None, None)
+        finally:
+            _forget_engine(self.engine)
+            _forget_fastapi_callables()
+            # typing's own caches (128 deep) keep the app's ``Annotated[..., Depends(closure)]``
+            # parameters, and through the closures this session factory: unbind the engine from it
+            self.sessions.configure(bind=None)
 
 
 def _forget_engine(engine: Engine) -> None:

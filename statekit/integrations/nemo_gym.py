@@ -49,6 +49,9 @@ from statekit.env import Environment
 from statekit.errors import StatekitError
 from statekit.integrations import connect
 
+RESERVED = frozenset({"seed_session", "verify", "aggregate_metrics"})
+"""NeMo Gym's own routes on a resources server: no tool may take their names."""
+
 
 class StatekitResourcesServerConfig(BaseResourcesServerConfig):
     adapter: str | None = None
@@ -124,9 +127,13 @@ class StatekitResourcesServer(SimpleResourcesServer):
         env = self._connect()
         try:
             env.reset(seed=self.config.probe_seed)
-            return env.tools
+            tools = env.tools
         finally:
             env.close()
+        clashes = sorted(str(t["name"]) for t in tools if t["name"] in RESERVED)
+        if clashes:
+            raise ValueError(f"tools {clashes} would shadow NeMo Gym's own routes {sorted(RESERVED)}")
+        return tools
 
     async def seed_session(
         self, request: Request, body: StatekitSeedSessionRequest
@@ -138,10 +145,13 @@ class StatekitResourcesServer(SimpleResourcesServer):
         key = request.session[SESSION_ID_KEY]
         if (old := self._rollouts.pop(key, None)) is not None:
             await run_in_threadpool(_close, old.env)
+        env: Environment | RemoteEnvironment | None = None
         try:
             env = await run_in_threadpool(self._connect)
             observation, info = await run_in_threadpool(env.reset, seed=body.seed, options=body.options)
         except (StatekitError, OSError) as exc:
+            if env is not None:  # nothing half-made stays behind: a world made here, a served session
+                await run_in_threadpool(_close, env)
             raise HTTPException(503, f"reset(seed={body.seed}) could not be served: {exc}") from exc
         self._rollouts[key] = _Rollout(env, body.seed, str(info["digest"]))
         return StatekitSeedSessionResponse(

@@ -16,7 +16,9 @@ the rollout. Here:
   ``InfrastructureFailure``; ``info`` holds the seed, the digest and what each step returned;
 - ``get_reward()`` is the verified reward (the verifier's score held against collateral changes)
   summed over the steps; a rollout whose reset or step could not be served scores ``None``, which
-  TRL treats as unscorable (kept out of the group's baseline, advantage 0), never as 0;
+  TRL treats as unscorable (kept out of the group's baseline, advantage 0, when it is the only reward
+  source), never as 0. A failed reset is answered with an error observation (TRL's ``reset`` has no
+  error path: an exception would end the training run); the next rollout connects again;
 - a malformed tool call (unknown arguments, wrong types) reaches statekit, which answers it with an
   error observation; a call after the episode ended answers so, without a step.
 
@@ -27,9 +29,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any, Literal
 
 from statekit.client import RemoteEnvironment
@@ -40,8 +44,8 @@ from statekit.integrations import connect
 
 log = logging.getLogger(__name__)
 
-RESERVED = frozenset({"reset", "get_reward"})
-"""Method names TRL reads as the environment's contract, never as tools."""
+RESERVED = frozenset({"reset", "get_reward", "info"})
+"""Names TRL reads as the environment's contract (or this class's ``info``), never as tools."""
 
 _TYPES: dict[str, Any] = {
     "string": str,
@@ -63,18 +67,27 @@ def _annotation(schema: Mapping[str, JSON]) -> Any:
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return Literal[tuple(schema["enum"])]
     kind = schema.get("type")
+    if isinstance(kind, list):  # ["integer", "null"]: the argument is optional anyway
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return list[_annotation(schema["items"])]  # type: ignore[misc]
     return _TYPES.get(kind, str) if isinstance(kind, str) else str
+
+
+def _one_line(text: object) -> str:
+    """Text for a docstring line: TRL's docstring parser reads a line break as the next argument."""
+    return " ".join(str(text or "").split())
 
 
 def _docstring(tool: Mapping[str, JSON], names: list[str]) -> str:
     """A Google-style docstring: the description, then one line per argument (TRL requires each)."""
     properties = tool["input_schema"].get("properties", {})
-    lines = [str(tool["description"]).strip() or tool["name"], ""]
+    lines = [_one_line(tool["description"]) or str(tool["name"]), ""]
     if names:
         lines.append("Args:")
         for name in names:
             spec = properties[name]
-            text = str(spec.get("description") or "").strip() or f"the {name.replace('_', ' ')}"
+            text = _one_line(spec.get("description")) or f"the {name.replace('_', ' ')}"
             bounds = ", ".join(
                 f"{k} {spec[k]}" for k in ("minimum", "maximum", "minLength", "maxLength") if k in spec
             )
@@ -91,6 +104,12 @@ def _tool_method(tool: Mapping[str, JSON]) -> Callable[..., str]:
     properties: Mapping[str, Any] = schema.get("properties", {})
     required = set(schema.get("required", []))
     names = sorted(properties, key=lambda n: (n not in required, n))
+    odd = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n == "self"]
+    if odd:
+        raise ValueError(
+            f"tool {name!r}: arguments {odd} are not Python parameter names, and TRL calls a tool with "
+            "keyword arguments; offer the model other tools (tools=[...]) or rename them in the adapter"
+        )
 
     def method(self: StatekitToolEnv, **arguments: Any) -> str:
         return self._act(name, arguments)
@@ -142,22 +161,41 @@ class StatekitToolEnv:
                 f"a statekit rollout's 'options' is a mapping (e.g. {{'task': KIND}}), got {options!r}"
             )
         self._reward, self._done, self._failure = 0.0, False, None
+        self.info = {"seed": seed, "options": options, "initial_digest": None, "steps": []}
         try:
-            if self._env is None:
-                self._env = self._factory.connect()
-            observation, info = self._env.reset(seed=seed, options=dict(options) if options else None)
-        except (StatekitError, OSError) as exc:
-            raise InfrastructureFailure(f"reset(seed={seed}) could not be served: {exc}") from exc
+            observation, info = self._start(seed, dict(options) if options else None)
+        except (StatekitError, OSError) as exc:  # scored None, not 0; TRL's loop goes on
+            self._failure = f"reset(seed={seed}) could not be served: {type(exc).__name__}: {exc}"
+            log.error("rollout seed=%s: %s", seed, self._failure)
+            return json.dumps({"error": {"code": "environment_unavailable", "message": self._failure}})
         digest = str(info["digest"])
         group = self._factory.group_digest(seed, options, digest)
-        self.info = {"seed": seed, "options": options, "initial_digest": digest, "steps": []}
-        if group != digest:
+        self.info["initial_digest"] = digest
+        if group != digest:  # statekit broke its contract: stop the run, whatever it costs
             raise InfrastructureFailure(
                 f"rollout of seed {seed} started from digest {digest[:12]}, its group from {group[:12]}: "
                 "a GRPO group must share one world"
             )
         log.info("rollout seed=%s initial_digest=%s", seed, digest[:16])
         return json.dumps(observation, sort_keys=True)
+
+    def _start(self, seed: int, options: dict[str, JSON] | None) -> tuple[JSON, dict[str, Any]]:
+        """Reset this instance's session, or a new one if it failed (a restarted server, a lost
+        worker): once, so a dead environment costs one connection attempt per rollout."""
+        if self._env is not None:
+            try:
+                return self._env.reset(seed=seed, options=options)
+            except (StatekitError, OSError):
+                self._drop()
+        self._env = self._factory.connect()
+        return self._env.reset(seed=seed, options=options)
+
+    def _drop(self) -> None:
+        """Let a failed session go (the next rollout connects again)."""
+        env, self._env = self._env, None
+        if env is not None:
+            with suppress(StatekitError, OSError):
+                env.close()
 
     def get_reward(self) -> float | None:
         """The rollout's verified reward, or ``None`` (unscorable) if the environment failed it."""
@@ -175,10 +213,10 @@ class StatekitToolEnv:
         return reward
 
     def _act(self, tool: str, arguments: dict[str, Any]) -> str:
-        if self._env is None or not self.info:
+        if not self.info:
             raise InfrastructureFailure("a tool was called before reset(): TRL resets each rollout first")
-        if self._failure:
-            raise InfrastructureFailure(f"this rollout's environment failed earlier: {self._failure}")
+        if self._failure or self._env is None:
+            raise InfrastructureFailure(f"this rollout's environment failed: {self._failure}")
         if self._done:
             return json.dumps({"error": {"code": "episode_over", "message": "the episode has ended"}})
         action = {k: v for k, v in arguments.items() if v is not None}
@@ -187,6 +225,7 @@ class StatekitToolEnv:
             observation, reward, terminated, truncated, info = self._env.step(action)
         except (StatekitError, OSError) as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
+            self._drop()
             raise InfrastructureFailure(f"step {tool!r} could not be served: {exc}") from exc
         if isinstance(info.get("error"), Mapping):  # the environment, not the model, failed the step
             self._failure = json.dumps(info["error"], sort_keys=True)
@@ -200,9 +239,7 @@ class StatekitToolEnv:
 
     def _close(self) -> None:
         """Release the session (private: TRL would offer any public method to the model as a tool)."""
-        if self._env is not None:
-            self._env.close()
-            self._env = None
+        self._drop()
 
 
 class EnvironmentFactory:

@@ -12,8 +12,9 @@ schemas) and the ``<tool_call>`` format, reads its reply with ``statekit.integra
 (a reply with no readable call is a step answered with an error observation), and records on each
 trace what statekit knows: the reward as ``statekit_reward``, and in ``trace.info["statekit"]`` the
 seed, the initial and final digests, ``terminated`` vs ``truncated``, the steps' rewards and the
-verifier's verdict. A reset or step the server could not serve raises, which verifiers records as the
-rollout's error (``EnvError``), never as a reward of 0.
+verifier's verdict. A reset or step the server could not serve (or that the environment failed:
+``info["error"]``) raises, which verifiers records as the rollout's error (``EnvError``), never as a
+reward of 0.
 
 verifiers pins ``mcp==2.0.0``, which statekit's dev tools cannot share a venv with: this module runs
 where verifiers is installed (``scripts/venv-verifiers.sh`` builds one) and reaches statekit over HTTP.
@@ -22,7 +23,9 @@ where verifiers is installed (``scripts/venv-verifiers.sh`` builds one) and reac
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
+from contextlib import suppress
 from typing import Any
 
 import verifiers.v1 as vf
@@ -30,12 +33,12 @@ from pydantic import Field
 
 from statekit.client import RemoteEnvironment
 from statekit.contract import JSON
+from statekit.errors import StatekitError
 from statekit.integrations import as_text, instructions, parse_tool_call
 
 
 class StatekitData(vf.TaskData):
     url: str
-    token: str | None
     seed: int
     options: dict[str, Any] | None
     max_turns: int
@@ -45,7 +48,8 @@ class StatekitConfig(vf.TasksetConfig):
     url: str
     """A ``statekit serve`` (its base URL)."""
     token: str | None = None
-    """The serve's ``STATEKIT_TOKEN``, if it has one."""
+    """The serve's ``STATEKIT_TOKEN``, if it has one (default: this process's ``STATEKIT_TOKEN``). Kept
+    out of the tasks: verifiers writes a task's data into every trace."""
     seeds: list[int] = Field(default_factory=lambda: [0])
     """One task per seed."""
     options: dict[str, Any] | None = None
@@ -65,7 +69,6 @@ class StatekitTaskset(vf.Taskset[StatekitTask, StatekitConfig]):
             data = StatekitData(
                 name=f"seed {seed}",
                 url=config.url,
-                token=config.token,
                 seed=seed,
                 options=config.options,
                 max_turns=config.max_turns,
@@ -82,11 +85,13 @@ class StatekitEnv(vf.Env[StatekitEnvConfig]):
 
     async def run(self, task: StatekitTask, agents: Any) -> None:
         data = task.data
-        env = RemoteEnvironment(data.url, token=data.token)
+        token = self.taskset.config.token or os.environ.get("STATEKIT_TOKEN")
+        env = RemoteEnvironment(data.url, token=token)
         try:
             await self._play(env, data, agents, task)
         finally:
-            await asyncio.to_thread(env.close)
+            with suppress(StatekitError, OSError):  # a server already gone: the rollout's error stands
+                await asyncio.to_thread(env.close)
 
     async def _play(
         self, env: RemoteEnvironment, data: StatekitData, agents: Any, task: StatekitTask
@@ -108,6 +113,8 @@ class StatekitEnv(vf.Env[StatekitEnvConfig]):
             while not segment.terminated:
                 action = parse_tool_call(segment.last_reply)
                 observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+                if isinstance(info.get("error"), dict):  # the environment failed the step, not the model
+                    raise RuntimeError(f"the environment failed step {turns + 1}: {info['error']}")
                 turns += 1
                 total += reward
                 record["rewards"].append(reward)

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,24 +47,26 @@ def resources_server(*arguments: str) -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [str(python), "-m", "statekit.integrations.nemo_gym", *arguments, "--port", str(port)]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
-    allowance = allow_egress(url)  # statekit's egress guard covers this process's every thread
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                time.sleep(0.2)
-        else:
-            pytest.fail("the resources server did not start")
-        yield url
-    finally:
-        allowance.close()
-        proc.terminate()
-        proc.wait(timeout=30)
+    # its output goes to a file, read if it fails to start: a pipe nobody drains would block it
+    with tempfile.TemporaryFile(mode="w+") as log, allow_egress(url):  # the guard covers every thread
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(url, timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    if proc.poll() is not None:
+                        log.seek(0)
+                        pytest.fail(f"the resources server exited: {log.read()[-3000:]}")
+                    time.sleep(0.2)
+            else:
+                pytest.fail("the resources server did not start")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def row(seed: int, prompt: str, tools: list[dict[str, Any]]) -> dict[str, Any]:

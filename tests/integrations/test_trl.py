@@ -17,7 +17,13 @@ from transformers.utils import get_json_schema
 
 import statekit
 from statekit.harness import HarnessConfig, create_app
-from statekit.integrations.trl import InfrastructureFailure, StatekitToolEnv, environment_factory
+from statekit.integrations.trl import (
+    RESERVED,
+    InfrastructureFailure,
+    StatekitToolEnv,
+    _tool_method,
+    environment_factory,
+)
 from statekit.servers import ThreadedServer
 
 from .conftest import LEDGER, reference
@@ -97,8 +103,26 @@ def test_a_dead_server_is_an_unscorable_rollout_not_reward_zero() -> None:
     with pytest.raises(InfrastructureFailure, match="could not be served"):
         env.balances()
     assert env.get_reward() is None  # TRL: None is unscorable (NaN), kept out of the group's baseline
+    answer = json.loads(env.reset(seed=1))  # TRL's reset has no error path: answered, not raised
+    assert answer["error"]["code"] == "environment_unavailable" and env.get_reward() is None
     with pytest.raises(InfrastructureFailure):
-        env.reset(seed=1)
+        env.balances()
+
+
+def test_tools_trl_could_not_call_are_refused_with_their_names() -> None:
+    def tool(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "description": "Line one.\nLine two.",
+            "input_schema": {"properties": properties},
+        }
+
+    method = _tool_method(tool("note", {"text": {"type": ["string", "null"], "description": "a\nb: c"}}))
+    schema = get_json_schema(method)["function"]  # a description over lines is one line to TRL's parser
+    assert schema["parameters"]["properties"]["text"] == {"type": "string", "description": "a b: c"}
+    with pytest.raises(ValueError, match=r"\['from'\] are not Python parameter names"):
+        _tool_method(tool("move", {"from": {"type": "string"}}))
+    assert "info" in RESERVED and "get_reward" in RESERVED
 
 
 def _play_in_child(blob: bytes, seed: int, script: list[dict[str, Any]], out: Any) -> None:
