@@ -8,25 +8,66 @@ adapter, in-process or against ``statekit serve`` (so a trainer's process need n
 - ``statekit.integrations.verifiers``: a verifiers taskset (``vf-eval statekit-verifiers``);
 - ``statekit.integrations.nemo_gym``: a NeMo Gym resources server.
 
-What they share lives here: opening the environment a rollout plays (``connect``), telling a model
-how to act (``instructions``) and reading the tool call out of its text (``parse_tool_call``).
+What they share lives here: reading the episode a dataset row asks for (``episode_of``), opening the
+environment a rollout plays (``connect``), telling a model how to act (``instructions``), reading the
+tool call out of its text (``parse_tool_call``), and telling an environment that failed from a model
+that did (``UNSERVED``, ``environment_failure``, ``close_quietly``).
 """
 
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from statekit.client import RemoteEnvironment
 from statekit.contract import JSON
 from statekit.env import Environment
+from statekit.errors import StatekitError
 from statekit.make import make
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 """The tool-call markup of Hermes-style chat templates (Qwen 2.5/3, Hermes, many others); a stop string
 may have cut the closing tag."""
+
+
+UNSERVED = (StatekitError, OSError)
+"""What a reset or step the environment could not serve raises (statekit's errors, a transport's): an
+infrastructure failure, which says nothing about the model."""
+
+
+def episode_of(row: Mapping[str, Any]) -> tuple[int, dict[str, JSON] | None]:
+    """The episode a dataset row asks for: its integer ``seed`` (required: a rollout without one can be
+    neither replayed nor compared with its group) and its optional ``options`` mapping (e.g.
+    ``{"task": KIND}``). ``ValueError`` says what is missing and how to add it."""
+    seed, options = row.get("seed"), row.get("options")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(
+            f"a statekit rollout needs an integer 'seed' column in the dataset row, got {seed!r} "
+            f"(columns: {sorted(row)}): add one, e.g. dataset.map(lambda row, i: {{'seed': i}}, "
+            "with_indices=True); an episode without one can be neither replayed nor compared with its group"
+        )
+    if options is not None and not isinstance(options, Mapping):
+        raise ValueError(
+            f"a statekit rollout's 'options' is a mapping (e.g. {{'task': KIND}}), got {options!r}"
+        )
+    return int(seed), dict(options) if options is not None else None
+
+
+def environment_failure(info: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The error of a step the environment failed (``info["error"]``: the application or the verifier
+    broke, not the agent), or None. A malformed action is the agent's and is not one."""
+    error = info.get("error")
+    return error if isinstance(error, Mapping) else None
+
+
+def close_quietly(env: Environment | RemoteEnvironment) -> None:
+    """End a rollout's environment; one whose server is already gone has nothing left to end."""
+    with suppress(*UNSERVED):
+        env.close()
 
 
 def connect(
@@ -96,4 +137,14 @@ def parse_tool_call(text: str) -> dict[str, JSON]:
     return {}
 
 
-__all__ = ["TOOL_CALL", "as_text", "connect", "instructions", "parse_tool_call"]
+__all__ = [
+    "TOOL_CALL",
+    "UNSERVED",
+    "as_text",
+    "close_quietly",
+    "connect",
+    "environment_failure",
+    "episode_of",
+    "instructions",
+    "parse_tool_call",
+]

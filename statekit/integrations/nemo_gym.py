@@ -24,7 +24,6 @@ class) or alone: ``python -m statekit.integrations.nemo_gym --url http://127.0.0
 from __future__ import annotations
 
 import argparse
-from contextlib import suppress
 from typing import Annotated, Any
 
 import uvicorn
@@ -46,8 +45,7 @@ from starlette.concurrency import run_in_threadpool
 from statekit.client import RemoteEnvironment
 from statekit.contract import JSON
 from statekit.env import Environment
-from statekit.errors import StatekitError
-from statekit.integrations import connect
+from statekit.integrations import UNSERVED, close_quietly, connect, environment_failure, episode_of
 
 RESERVED = frozenset({"seed_session", "verify", "aggregate_metrics"})
 """NeMo Gym's own routes on a resources server: no tool may take their names."""
@@ -101,12 +99,6 @@ class _Rollout:
         self.failure: str | None = None
 
 
-def _close(env: Environment | RemoteEnvironment) -> None:
-    """End a rollout's session; a server already gone has nothing left to end."""
-    with suppress(StatekitError, OSError):
-        env.close()
-
-
 class StatekitResourcesServer(SimpleResourcesServer):
     config: StatekitResourcesServerConfig
     _rollouts: dict[str, _Rollout] = PrivateAttr(default_factory=dict)
@@ -138,24 +130,24 @@ class StatekitResourcesServer(SimpleResourcesServer):
     async def seed_session(
         self, request: Request, body: StatekitSeedSessionRequest
     ) -> StatekitSeedSessionResponse:
-        if isinstance(body.seed, bool) or not isinstance(body.seed, int):
-            raise HTTPException(
-                422, f"a statekit rollout needs an integer 'seed' in the row, got {body.seed!r}"
-            )
+        try:
+            seed, options = episode_of({"seed": body.seed, "options": body.options})
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from exc
         key = request.session[SESSION_ID_KEY]
         if (old := self._rollouts.pop(key, None)) is not None:
-            await run_in_threadpool(_close, old.env)
+            await run_in_threadpool(close_quietly, old.env)
         env: Environment | RemoteEnvironment | None = None
         try:
             env = await run_in_threadpool(self._connect)
-            observation, info = await run_in_threadpool(env.reset, seed=body.seed, options=body.options)
-        except (StatekitError, OSError) as exc:
+            observation, info = await run_in_threadpool(env.reset, seed=seed, options=options)
+        except UNSERVED as exc:
             if env is not None:  # nothing half-made stays behind: a world made here, a served session
-                await run_in_threadpool(_close, env)
-            raise HTTPException(503, f"reset(seed={body.seed}) could not be served: {exc}") from exc
-        self._rollouts[key] = _Rollout(env, body.seed, str(info["digest"]))
+                await run_in_threadpool(close_quietly, env)
+            raise HTTPException(503, f"reset(seed={seed}) could not be served: {exc}") from exc
+        self._rollouts[key] = _Rollout(env, seed, str(info["digest"]))
         return StatekitSeedSessionResponse(
-            seed=body.seed, initial_digest=str(info["digest"]), observation=observation, tools=env.tools
+            seed=seed, initial_digest=str(info["digest"]), observation=observation, tools=env.tools
         )
 
     def _tool_route(self, tool: str) -> Any:
@@ -171,13 +163,13 @@ class StatekitResourcesServer(SimpleResourcesServer):
                 raise HTTPException(409, "the episode has ended: POST /verify")
             try:
                 step = await run_in_threadpool(rollout.env.step, {**(arguments or {}), "tool": tool})
-            except (StatekitError, OSError) as exc:
+            except UNSERVED as exc:
                 rollout.failure = f"{type(exc).__name__}: {exc}"
                 raise HTTPException(503, f"step {tool!r} could not be served: {exc}") from exc
             observation, reward, terminated, truncated, info = step
-            if isinstance(info.get("error"), dict):  # the environment, not the model, failed the step
-                rollout.failure = str(info["error"])
-                raise HTTPException(503, f"step {tool!r} failed in the environment: {info['error']}")
+            if (error := environment_failure(info)) is not None:  # the environment, not the model, failed it
+                rollout.failure = str(error)
+                raise HTTPException(503, f"step {tool!r} failed in the environment: {error}")
             rollout.rewards.append(reward)
             rollout.terminated, rollout.truncated = terminated, truncated
             rollout.verdict = info.get("verdict") or rollout.verdict
@@ -202,10 +194,10 @@ class StatekitResourcesServer(SimpleResourcesServer):
                 )
             try:
                 final = (await run_in_threadpool(rollout.env.state)).digest
-            except (StatekitError, OSError) as exc:
+            except UNSERVED as exc:
                 raise HTTPException(503, f"the rollout's world could not be read: {exc}") from exc
         finally:
-            await run_in_threadpool(_close, rollout.env)
+            await run_in_threadpool(close_quietly, rollout.env)
         outcome = {
             "reward": sum(rollout.rewards),
             "seed": rollout.seed,

@@ -12,15 +12,13 @@ environment cannot serve raises, so SkyRL counts a failed trajectory, never a re
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
-from statekit.contract import JSON
-from statekit.integrations import as_text, connect, instructions, parse_tool_call
+from statekit.integrations import as_text, connect, episode_of, instructions, parse_tool_call
 
 ENV_ID = "statekit"
 
@@ -31,18 +29,7 @@ class StatekitTextEnv(BaseTextEnv):
     def __init__(self, env_config: Mapping[str, Any] | None = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
         config, extras = dict(env_config or {}), dict(extras or {})
-        seed, options = extras.get("seed"), extras.get("options")
-        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
-            raise ValueError(
-                f"a statekit trajectory needs an integer 'seed' in the dataset row (extras), got {seed!r}: "
-                "an episode without one cannot be replayed or compared with its group"
-            )
-        if options is not None and not isinstance(options, Mapping):
-            raise ValueError(
-                f"a statekit trajectory's 'options' is a mapping (e.g. {{'task': KIND}}), got {options!r}"
-            )
-        self.seed = int(seed)
-        self.options: dict[str, JSON] | None = dict(options) if options is not None else None
+        self.seed, self.options = episode_of(extras)
         self.max_turns = int(extras.get("max_turns", config.pop("max_turns", 30)))
         self.env = connect(config.pop("adapter", None), **config)
         self.initial_digest = ""

@@ -33,14 +33,12 @@ import keyword
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from typing import Any, Literal
 
 from statekit.client import RemoteEnvironment
 from statekit.contract import JSON
 from statekit.env import Environment
-from statekit.errors import StatekitError
-from statekit.integrations import connect
+from statekit.integrations import UNSERVED, as_text, close_quietly, connect, environment_failure, episode_of
 
 log = logging.getLogger(__name__)
 
@@ -149,25 +147,15 @@ class StatekitToolEnv:
     def reset(self, **row: Any) -> str:
         """Start the rollout ``row`` asks for (its ``seed`` and optional ``options``); the task and the
         first observation are appended to the prompt."""
-        seed, options = row.get("seed"), row.get("options")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(
-                f"a statekit rollout needs an integer 'seed' column in the dataset row, got {seed!r} "
-                f"(columns: {sorted(row)}): add one, e.g. dataset.map(lambda row, i: {{'seed': i}}, "
-                "with_indices=True)"
-            )
-        if options is not None and not isinstance(options, Mapping):
-            raise ValueError(
-                f"a statekit rollout's 'options' is a mapping (e.g. {{'task': KIND}}), got {options!r}"
-            )
+        seed, options = episode_of(row)
         self._reward, self._done, self._failure = 0.0, False, None
         self.info = {"seed": seed, "options": options, "initial_digest": None, "steps": []}
         try:
-            observation, info = self._start(seed, dict(options) if options else None)
-        except (StatekitError, OSError) as exc:  # scored None, not 0; TRL's loop goes on
+            observation, info = self._start(seed, options)
+        except UNSERVED as exc:  # scored None, not 0; TRL's loop goes on
             self._failure = f"reset(seed={seed}) could not be served: {type(exc).__name__}: {exc}"
             log.error("rollout seed=%s: %s", seed, self._failure)
-            return json.dumps({"error": {"code": "environment_unavailable", "message": self._failure}})
+            return as_text({"error": {"code": "environment_unavailable", "message": self._failure}})
         digest = str(info["digest"])
         group = self._factory.group_digest(seed, options, digest)
         self.info["initial_digest"] = digest
@@ -177,7 +165,7 @@ class StatekitToolEnv:
                 "a GRPO group must share one world"
             )
         log.info("rollout seed=%s initial_digest=%s", seed, digest[:16])
-        return json.dumps(observation, sort_keys=True)
+        return as_text(observation)
 
     def _start(self, seed: int, options: dict[str, JSON] | None) -> tuple[JSON, dict[str, Any]]:
         """Reset this instance's session, or a new one if it failed (a restarted server, a lost
@@ -185,17 +173,17 @@ class StatekitToolEnv:
         if self._env is not None:
             try:
                 return self._env.reset(seed=seed, options=options)
-            except (StatekitError, OSError):
-                self._drop()
+            except UNSERVED:
+                self._close()
         self._env = self._factory.connect()
         return self._env.reset(seed=seed, options=options)
 
-    def _drop(self) -> None:
-        """Let a failed session go (the next rollout connects again)."""
+    def _close(self) -> None:
+        """Let the session go: a failed one (the next rollout connects again), or at the end (private:
+        TRL would offer any public method to the model as a tool)."""
         env, self._env = self._env, None
         if env is not None:
-            with suppress(StatekitError, OSError):
-                env.close()
+            close_quietly(env)
 
     def get_reward(self) -> float | None:
         """The rollout's verified reward, or ``None`` (unscorable) if the environment failed it."""
@@ -218,28 +206,24 @@ class StatekitToolEnv:
         if self._failure or self._env is None:
             raise InfrastructureFailure(f"this rollout's environment failed: {self._failure}")
         if self._done:
-            return json.dumps({"error": {"code": "episode_over", "message": "the episode has ended"}})
+            return as_text({"error": {"code": "episode_over", "message": "the episode has ended"}})
         action = {k: v for k, v in arguments.items() if v is not None}
         action["tool"] = tool
         try:
             observation, reward, terminated, truncated, info = self._env.step(action)
-        except (StatekitError, OSError) as exc:
+        except UNSERVED as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
-            self._drop()
+            self._close()
             raise InfrastructureFailure(f"step {tool!r} could not be served: {exc}") from exc
-        if isinstance(info.get("error"), Mapping):  # the environment, not the model, failed the step
-            self._failure = json.dumps(info["error"], sort_keys=True)
+        if (error := environment_failure(info)) is not None:  # the environment, not the model, failed it
+            self._failure = as_text(error)
             raise InfrastructureFailure(f"step {tool!r} failed in the environment: {self._failure}")
         self._reward += reward
         self._done = terminated or truncated
         self.info["steps"].append(
             {"action": action, "reward": reward, "terminated": terminated, "truncated": truncated}
         )
-        return json.dumps(observation, sort_keys=True)
-
-    def _close(self) -> None:
-        """Release the session (private: TRL would offer any public method to the model as a tool)."""
-        self._drop()
+        return as_text(observation)
 
 
 class EnvironmentFactory:
@@ -291,29 +275,31 @@ class EnvironmentFactory:
                 env = self.connect()
                 try:
                     env.reset(seed=self.probe_seed, options=self.probe_options)
-                    tools = env.tools
+                    tools = self._offered(env.tools)
+                    methods = {str(t["name"]): _tool_method(t) for t in tools}
                 except BaseException:
                     env.close()
                     raise
-                if self.tools is not None:
-                    offered = {str(t["name"]) for t in tools}
-                    unknown = sorted(set(self.tools) - offered)
-                    if unknown:
-                        env.close()
-                        raise ValueError(
-                            f"tools {unknown} are not offered; the environment's: {sorted(offered)}"
-                        )
-                    tools = [t for t in tools if t["name"] in self.tools]
-                clashes = sorted(
-                    t["name"] for t in tools if t["name"] in RESERVED or t["name"].startswith("_")
-                )
-                if clashes:
-                    raise ValueError(f"tools {clashes} clash with TRL's environment methods")
-                methods = {str(t["name"]): _tool_method(t) for t in tools}
                 name = f"Statekit_{(self.adapter or 'served').rsplit(':', 1)[-1].rsplit('.', 1)[-1]}"
                 self._class = type(name, (StatekitToolEnv,), {**methods, "__module__": __name__})
                 self._spare = env  # the probe's session plays the first instance's rollouts
             return self._class
+
+    def _offered(self, tools: list[dict[str, JSON]]) -> list[dict[str, JSON]]:
+        """The tools the model is offered: ``self.tools`` of the environment's, none named like TRL's
+        own methods."""
+        if self.tools is not None:
+            offered = {str(t["name"]) for t in tools}
+            unknown = sorted(set(self.tools) - offered)
+            if unknown:
+                raise ValueError(f"tools {unknown} are not offered; the environment's: {sorted(offered)}")
+            tools = [t for t in tools if t["name"] in self.tools]
+        clashes = sorted(
+            str(t["name"]) for t in tools if t["name"] in RESERVED or str(t["name"]).startswith("_")
+        )
+        if clashes:
+            raise ValueError(f"tools {clashes} clash with TRL's environment methods")
+        return tools
 
     def group_digest(self, seed: int, options: Mapping[str, JSON] | None, digest: str) -> str:
         """The initial digest of (seed, options)'s group: the first rollout's, remembered."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
-from contextlib import suppress
 from typing import Any
 
 import verifiers.v1 as vf
@@ -33,8 +32,7 @@ from pydantic import Field
 
 from statekit.client import RemoteEnvironment
 from statekit.contract import JSON
-from statekit.errors import StatekitError
-from statekit.integrations import as_text, instructions, parse_tool_call
+from statekit.integrations import as_text, close_quietly, environment_failure, instructions, parse_tool_call
 
 
 class StatekitData(vf.TaskData):
@@ -89,9 +87,8 @@ class StatekitEnv(vf.Env[StatekitEnvConfig]):
         env = RemoteEnvironment(data.url, token=token)
         try:
             await self._play(env, data, agents, task)
-        finally:
-            with suppress(StatekitError, OSError):  # a server already gone: the rollout's error stands
-                await asyncio.to_thread(env.close)
+        finally:  # a server already gone: the rollout's own error stands
+            await asyncio.to_thread(close_quietly, env)
 
     async def _play(
         self, env: RemoteEnvironment, data: StatekitData, agents: Any, task: StatekitTask
@@ -113,8 +110,8 @@ class StatekitEnv(vf.Env[StatekitEnvConfig]):
             while not segment.terminated:
                 action = parse_tool_call(segment.last_reply)
                 observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
-                if isinstance(info.get("error"), dict):  # the environment failed the step, not the model
-                    raise RuntimeError(f"the environment failed step {turns + 1}: {info['error']}")
+                if (error := environment_failure(info)) is not None:  # the environment failed, not the model
+                    raise RuntimeError(f"the environment failed step {turns + 1}: {error}")
                 turns += 1
                 total += reward
                 record["rewards"].append(reward)
