@@ -69,6 +69,11 @@ def resources_server(*arguments: str) -> Iterator[str]:
             proc.wait(timeout=30)
 
 
+RESPONSE = {"id": "r", "created_at": 0, "model": "m", "object": "response", "output": [],
+            "parallel_tool_calls": False, "tool_choice": "auto", "tools": []}  # fmt: skip
+"""A model's (empty) Responses API answer, as an agent sends it to ``/verify``."""
+
+
 def row(seed: int, prompt: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """A NeMo Gym dataset row: the Responses API request (the tools as function tools) and the seed."""
     function_tools = [
@@ -103,9 +108,7 @@ def test_the_resources_server_contract_in_process_worlds() -> None:
             gym.post(f"/{a['tool']}", json={k: v for k, v in a.items() if k != "tool"}).json() for a in script
         ]
         assert steps[-1]["terminated"] and gym.post("/balances", json={}).status_code == 409
-        response = {"id": "r", "created_at": 0, "model": "m", "object": "response", "output": [],
-                    "parallel_tool_calls": False, "tool_choice": "auto", "tools": []}  # fmt: skip
-        verified = gym.post("/verify", json=data | {"response": response}).json()
+        verified = gym.post("/verify", json=data | {"response": RESPONSE}).json()
     assert verified["reward"] == 1.0 and verified["verdict"]["reward"] == 1.0
     assert verified["step_rewards"] == [0.0, 0.0, 1.0] and verified["initial_digest"] == info["digest"]
 
@@ -119,9 +122,7 @@ def test_a_dead_statekit_server_is_a_503_never_a_reward() -> None:
         assert gym.post("/seed_session", json=data).status_code == 200
         served.stop()
         assert gym.post("/balances", json={}).status_code == 503
-        response = {"id": "r", "created_at": 0, "model": "m", "object": "response", "output": [],
-                    "parallel_tool_calls": False, "tool_choice": "auto", "tools": []}  # fmt: skip
-        verified = gym.post("/verify", json=data | {"response": response})
+        verified = gym.post("/verify", json=data | {"response": RESPONSE})
     assert verified.status_code == 503 and "reward" not in verified.json()
 
 
