@@ -19,6 +19,7 @@ import pytest
 
 import statekit
 from statekit.harness import HarnessConfig, create_app
+from statekit.integrations import as_text
 from statekit.servers import ThreadedServer
 
 from ..chat_standin import ChatStandIn
@@ -28,10 +29,6 @@ from .conftest import LEDGER
 ADAPTER = "claims_app"
 SEEDS = (3, 4)
 ROLLOUTS = 2
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 @dataclass
@@ -44,9 +41,9 @@ class Expected:
     unknown: list[str] = field(default_factory=list)
 
     def script_for(self, observation: Any) -> list[dict[str, Any]] | None:
-        script = self.scripts.get(canonical(observation))
+        script = self.scripts.get(as_text(observation))
         if script is None:
-            self.unknown.append(canonical(observation))
+            self.unknown.append(as_text(observation))
         return script
 
 
@@ -58,7 +55,7 @@ def expected() -> Expected:
             first, info = env.reset(seed=seed)
             script = env.adapter.reference_actions(env.task)
             out.rewards[seed] = sum(env.step(action)[1] for action in script)
-            out.scripts[canonical(first)] = script
+            out.scripts[as_text(first)] = script
             out.digests[seed] = info["digest"]
     return out
 
