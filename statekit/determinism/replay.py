@@ -101,24 +101,21 @@ class Replay:
         if self.record and not self.live:
             raise ValueError("recording needs the live services' URLs (EnvSpec.services)")
         self._seen = []
-        if self.record:
-            with self._recorder().use_cassette(str(self.path), allow_playback_repeats=True) as cassette:
-                self._depth, self._cassette = 1, cassette
-                try:
-                    yield self
-                finally:
-                    self._depth, self._cassette = 0, None
-            return
-        cassette, patchers = self._loaded()
-        with ExitStack() as patches:  # what vcrpy's use_cassette does, without reading the file again
-            for patch in patchers:
-                patches.enter_context(patch)
+        with ExitStack() as patches:
+            if self.record:  # vcrpy writes the cassette when it is left
+                recording = self._recorder().use_cassette(str(self.path), allow_playback_repeats=True)
+                cassette = patches.enter_context(recording)
+            else:  # what use_cassette does on entry, without reading the file and building the patches again
+                cassette, patchers = self._loaded()
+                for patch in patchers:
+                    patches.enter_context(patch)
             self._depth, self._cassette = 1, cassette
             try:
                 yield self
             finally:
                 self._depth, self._cassette = 0, None
-                self._collect_misses(cassette)
+                if not self.record:
+                    self._collect_misses(cassette)
 
     def _recorder(self) -> vcr.VCR:
         return vcr.VCR(
