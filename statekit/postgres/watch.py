@@ -114,8 +114,11 @@ class ServerWatch:
         elif started != self.started:
             self.check()  # it restarted since the last ping: tell the listeners now
 
-    def check(self) -> str | None:
+    def check(self, *, reconnect: bool = False) -> str | None:
         """Ping now (restarting the server if it is down and statekit runs it); returns ``down``.
+
+        ``reconnect`` pings on a new connection: after a failure seen elsewhere, the kept one's
+        backend may outlive a killed postmaster by a few milliseconds and answer for a dead server.
 
         When it answers after being down or restarted, ``down`` stays set until the clean-up ran
         (the listeners' drops of dead worlds, the deferred drops), so whoever sees it clear finds
@@ -123,6 +126,9 @@ class ServerWatch:
         if _exiting.is_set():  # the interpreter is going: whoever stops the server now means it
             return self.down
         with self._ping_lock:
+            if reconnect and self._conn is not None:
+                self._conn.close()
+                self._conn = None
             started, error = self._ping()
             why = None if error is None else f"the database server is down: {error}"
             was_down, previous = self.down, self.started

@@ -242,11 +242,11 @@ class PostgresTemplate(ResetStrategy):
 
     # -- the server's liveness ------------------------------------------------------------------
     def health(self, *, fresh: bool = False) -> Health:
-        return Health(self.watch.check() if fresh else self.watch.down, self.watch.restarts)
+        return Health(self.watch.check(reconnect=True) if fresh else self.watch.down, self.watch.restarts)
 
     def lost(self, world: World, *, fresh: bool = False) -> str | None:
         if fresh:
-            self.watch.check()
+            self.watch.check(reconnect=True)
         with self._lock:
             gone = self._gone.get(world.id)
             born = self._born.get(world.id)
