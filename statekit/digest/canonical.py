@@ -32,6 +32,8 @@ from typing import Any
 from statekit.errors import SpecError
 
 JSON = Any
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""Compact, sorted keys: built once (``json.dumps`` builds one per call)."""
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,46 @@ def _time(value: time) -> str:
     return f"{text}{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
+def _decimal_text(value: Decimal) -> str:
+    """A decimal with its scale, as PostgreSQL prints ``numeric`` (2.50 stays 2.50)."""
+    return format(value, "f") if value.is_finite() else str(value).lower()
+
+
 def _interval(value: timedelta) -> str:
     return f"{value.days}d{value.seconds}s{value.microseconds}us"
 
 
-def _json_text(value: Any, where: str) -> str:
-    """Canonical JSON text of a document whose numbers may be Decimal, int or float."""
+_EXACT_INT = 10**27
+"""Integers below this keep every digit through ``_number_text`` (28-digit decimal context), so the
+C encoder's text for them is the same."""
 
+
+def _plain(node: Any) -> bool:
+    """Whether the C encoder writes ``node`` exactly as ``_json_text``'s walk would: only strings,
+    small integers, booleans, None, lists and string-keyed objects (no number that needs its value
+    normalised, no float or Decimal)."""
+    kind = type(node)
+    if kind is str or kind is bool or node is None:
+        return True
+    if kind is int:
+        return -_EXACT_INT < node < _EXACT_INT
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in node.items())
+    if kind is list or kind is tuple:
+        return all(_plain(v) for v in node)
+    return False
+
+
+def _json_text(value: Any, where: str) -> str:
+    """Canonical JSON text of a document whose numbers may be Decimal, int or float. A document
+    of strings and integers (most are) goes through the C encoder in one call; the walk below is
+    the definition, and gives the same bytes for those (tested)."""
+    if _plain(value):
+        return _ENCODER.encode(value)
+    return _json_walk(value, where)
+
+
+def _json_walk(value: Any, where: str) -> str:
     def walk(node: Any) -> str:
         if node is None or isinstance(node, bool):
             return json.dumps(node)
@@ -113,12 +148,15 @@ def _json_text(value: Any, where: str) -> str:
 
 
 def _auto(value: Any, where: str) -> JSON:
+    exact = _AUTO_EXACT.get(type(value))  # the common types in one look-up; subclasses below
+    if exact is not None:
+        return exact(value)
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, Decimal):
-        return format(value, "f") if value.is_finite() else str(value).lower()
+        return _decimal_text(value)
     if isinstance(value, datetime):
         return _timestamp(value)
     if isinstance(value, time):
@@ -136,6 +174,18 @@ def _auto(value: Any, where: str) -> JSON:
     if isinstance(value, list | tuple):
         return [_auto(v, where) for v in value]
     raise _fail(where, value, "auto")
+
+
+_AUTO_EXACT: dict[type, Callable[[Any], JSON]] = {
+    str: lambda v: v,
+    int: lambda v: v,
+    bool: lambda v: v,
+    datetime: _timestamp,
+    date: lambda v: v.isoformat(),
+    uuid.UUID: str,
+    Decimal: _decimal_text,
+}
+"""``_auto`` for values of exactly these types (what a row mostly holds)."""
 
 
 def _sorted(value: Any, where: str) -> JSON:
@@ -207,4 +257,4 @@ def canonical_value(value: Any, how: str = "auto", *, where: str = "") -> JSON:
 
 def canonical_json(obj: Any) -> str:
     """Compact JSON with sorted keys; the one serialisation every digest is computed from."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(obj)

@@ -23,7 +23,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
-from statekit.digest.canonical import Canonicaliser, canonical_json, canonicaliser_for
+from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonicaliser_for
 from statekit.digest.compute import Digest, TableDigest, combine, encode_row, hash_rows
 from statekit.digest.coverage import check_coverage, digested_sequences, live_columns, live_sequences
 from statekit.digest.dump import StateDump, TableDump
@@ -33,6 +33,9 @@ from statekit.postgres.journal import Cut, Journal, delta
 from statekit.postgres.server import tuples
 
 KeyedRow = tuple[list[Any], dict[str, Any]]
+_AUTO = CANONICALISERS["auto"]
+_AS_IS = frozenset({str, int, bool})
+"""Types ``auto`` returns unchanged."""
 SEQUENCES_PREFIX = "sequences:"
 PART = "db"
 """The key of a database digest's resume state inside ``Digest.resume``."""
@@ -87,7 +90,9 @@ class RowCanonicaliser:
 
     def _apply(self, raw: dict[str, Any], col: str, canon: Canonicaliser) -> Any:
         value = raw[col]
-        return None if value is None else canon.apply(value, f"{self.table.name}.{col}")
+        if value is None or (canon is _AUTO and type(value) in _AS_IS):  # most values: no call
+            return value
+        return canon.apply(value, f"{self.table.name}.{col}")
 
     def row(self, raw: dict[str, Any]) -> dict[str, Any]:
         """The canonical included columns (what a digest hashes)."""
@@ -98,20 +103,34 @@ class RowCanonicaliser:
         return [self._apply(raw, col, canon) for col, canon in self._key], self.row(raw)
 
 
+def _raw_rows(
+    conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, columns: list[str]
+) -> Iterator[dict[str, Any]]:
+    query = sql.SQL("SELECT {cols} FROM {schema}.{table}").format(
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        schema=sql.Identifier(spec.schema),
+        table=sql.Identifier(table.name),
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        yield from cur.stream(query, size=2000)  # one round trip; rows arrive in chunks, memory stays flat
+
+
 def iter_rows(
     conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, types: dict[str, str]
 ) -> Iterator[KeyedRow]:
     """(key values, canonical row) of one table, in whatever order the server returns them."""
-    selected = list(dict.fromkeys([*table.key, *table.columns]))
-    query = sql.SQL("SELECT {cols} FROM {schema}.{table}").format(
-        cols=sql.SQL(", ").join(sql.Identifier(c) for c in selected),
-        schema=sql.Identifier(spec.schema),
-        table=sql.Identifier(table.name),
-    )
     canon = RowCanonicaliser(table, types)
-    with conn.cursor(row_factory=dict_row) as cur:
-        for raw in cur.stream(query, size=2000):  # one round trip; rows arrive in chunks, memory stays flat
-            yield canon.keyed(raw)
+    for raw in _raw_rows(conn, spec, table, list(dict.fromkeys([*table.key, *table.columns]))):
+        yield canon.keyed(raw)
+
+
+def canonical_rows(
+    conn: psycopg.Connection[Any], spec: DigestSpec, table: TableSpec, types: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The canonical rows of one table (what its digest hashes; no key read), in any order."""
+    canon = RowCanonicaliser(table, types)
+    for raw in _raw_rows(conn, spec, table, list(table.columns)):
+        yield canon.row(raw)
 
 
 def table_rows(
@@ -196,7 +215,7 @@ def postgres_digest(
             return updated
     with _reader(target, spec, check=check) as (conn, schema, cut):
         tables = {
-            name: hash_rows(row for _, row in iter_rows(conn, spec, table, schema.columns.get(name, {})))
+            name: hash_rows(canonical_rows(conn, spec, table, schema.columns.get(name, {})))
             for name, table in spec.tables.items()
         }
         tables[sequences_table(spec)] = hash_rows(sequence_rows(conn, spec.schema, schema.sequences))

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from statekit.digest import canonical
 from statekit.digest.canonical import canonical_json, canonical_value
 from statekit.digest.postgres import postgres_digest
 from statekit.digest.spec import DigestSpec
@@ -178,3 +181,26 @@ def test_a_digested_column_filled_by_the_database_clock_is_an_error(items_db: st
 
 def test_timestamps_canonicalise_to_utc(items_db: str) -> None:
     assert canonical_value(datetime(2025, 5, 1, tzinfo=UTC)) == "2025-05-01T00:00:00Z"
+
+
+_JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.decimals(allow_nan=False, allow_infinity=False, places=3),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(),
+)
+_JSON_DOCS = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON_DOCS)
+def test_the_json_canonicaliser_fast_path_writes_what_the_walk_defines(doc: object) -> None:
+    """Documents of strings and small integers skip the walk (one C encoder call); the bytes must be
+    the walk's for every document, whichever path it takes."""
+    assert canonical._json_text(doc, "t.doc") == canonical._json_walk(doc, "t.doc")
