@@ -94,7 +94,7 @@ class _Watch:
                         "SELECT {table}::text, c.col, c.v::text FROM _statekit.journal j "
                         "CROSS JOIN LATERAL (SELECT j.img::{qualified} AS r OFFSET 0) x "
                         "CROSS JOIN LATERAL (VALUES {new}) c(col, v) "
-                        "WHERE j.rel = {rel} AND j.seq > {since} AND j.sign = 1 "
+                        "WHERE j.rel = {rel} AND j.seq > %(since)s AND j.sign = 1 "
                         "AND c.v BETWEEN clock_timestamp() - %(window)s AND clock_timestamp() + %(window)s "
                         "AND abs(extract(epoch FROM c.v - %(virtual)s)) > %(seconds)s "
                         "AND abs(extract(epoch FROM clock_timestamp() - %(virtual)s)) > 2 * %(seconds)s "
@@ -102,7 +102,7 @@ class _Watch:
                         "AND NOT EXISTS (SELECT 1 FROM _statekit.journal o "
                         "  CROSS JOIN LATERAL (SELECT o.img::{qualified} AS r OFFSET 0) y "
                         "  CROSS JOIN LATERAL (VALUES {old}) d(col, v) "
-                        "  WHERE o.rel = {rel} AND o.seq > {since} AND o.sign = -1 "
+                        "  WHERE o.rel = {rel} AND o.seq > %(since)s AND o.sign = -1 "
                         "  AND d.col = c.col AND d.v = c.v)"
                     ).format(
                         table=sql.Literal(table),
@@ -110,13 +110,14 @@ class _Watch:
                         new=_stamps("x", columns),
                         old=_stamps("y", columns),
                         rel=sql.Literal(int(rel)),
-                        since=sql.Literal(since),
                     )
                 )
             if not parts:
                 return []
             query = sql.SQL(" UNION ALL ").join(parts) + sql.SQL(" LIMIT 20")
-            params = {"window": WINDOW, "virtual": virtual, "seconds": WINDOW.total_seconds()}
+            # ``since`` a parameter: the text repeats for the same tables, so psycopg prepares it and
+            # the server plans it once
+            params = {"window": WINDOW, "virtual": virtual, "seconds": WINDOW.total_seconds(), "since": since}
             return [(str(t), str(c), str(v)) for t, c, v in conn.execute(query, params).fetchall()]
 
     def _columns(self, conn: Any, rel: int) -> list[tuple[str, bool]]:
