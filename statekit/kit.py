@@ -28,7 +28,7 @@ from statekit.contract import JSON, FixtureSource, Task, Tool, canonical_url
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.controls import clock
 from statekit.determinism.egress import allow_egress
-from statekit.determinism.jobs import DrainJobs
+from statekit.determinism.jobs import DrainJobs, JobQueue
 from statekit.determinism.replay import Replay, ReplayControl, episode_replay
 from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonical_value, register
 from statekit.digest.compute import Digest, TableDigest, combine, hash_rows, merge
@@ -81,6 +81,7 @@ __all__ = [
     "Expectation",
     "FixtureSource",
     "InMemory",
+    "JobQueue",
     "Journal",
     "LiveServices",
     "Outcome",

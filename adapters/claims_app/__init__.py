@@ -12,11 +12,11 @@ import hashlib
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 with warnings.catch_warnings():  # starlette deprecates httpx in its TestClient; it still works
     warnings.filterwarnings("ignore", message=".*starlette.testclient.*")
@@ -40,6 +40,7 @@ from statekit.kit import (
     Episode,
     Expectation,
     FixtureSource,
+    JobQueue,
     LiveServices,
     Outcome,
     Replay,
@@ -59,7 +60,7 @@ from statekit_examples.apps.claims_app import fixtures, services
 from statekit_examples.apps.claims_app.api import create_app
 from statekit_examples.apps.claims_app.config import Settings
 from statekit_examples.apps.claims_app.db import create_schema, make_engine, make_session_factory
-from statekit_examples.apps.claims_app.models import Adjuster, AuthSession, Base
+from statekit_examples.apps.claims_app.models import Adjuster, AuthSession, Base, Job
 from statekit_examples.apps.claims_app.worker import RunningWorker, Worker, start_in_thread
 
 BUILDER_VERSION = "3"
@@ -167,14 +168,23 @@ class ClaimsEpisode(Episode):
 
     task: ClaimsTask
 
-    def __init__(self, app: ClaimsApp, task: ClaimsTask, *, replay: Replay | None, drain_jobs: bool) -> None:
+    def __init__(
+        self,
+        app: ClaimsApp,
+        task: ClaimsTask,
+        *,
+        replay: Replay | None,
+        drain_jobs: bool,
+        world: World | None = None,
+    ) -> None:
         self.app = app
         self.task = task
         self.tools = TOOLS
         self.worker = Worker(app.sessions, app.settings)
         self.submitted = False
         controls: list[Control] = [ReplayControl(replay)] if replay is not None else []
-        self.controls = [*controls, DrainJobs(self._drain)]
+        queue = JobQueue(world, Job.__tablename__, self._next_due) if world is not None else None
+        self.controls = [*controls, DrainJobs(self._drain, queue=queue)]
         self._stack = ExitStack()
         self.background: RunningWorker | None = None
         try:
@@ -190,6 +200,11 @@ class ClaimsEpisode(Episode):
         """Jobs due now run inside the step; once the task is submitted the world stays as it was."""
         if not self.submitted:
             self.worker.run_pending()
+
+    def _next_due(self) -> datetime | None:
+        """When the earliest queued job becomes due (the drain's own query, ``Worker._take_next``)."""
+        with self.app.sessions() as session:
+            return session.scalar(select(func.min(Job.run_after)).where(Job.status == "queued"))
 
     def observe(self) -> JSON:
         return {"task": self.task.prompt, "you_are": AGENT, "tools": [t.name for t in self.tools]}
@@ -362,7 +377,7 @@ class ClaimsAdapter(SqlAdapter, CheckHints, ToolSchemas, AssayHooks, LiveService
             app.engine.dispose()
         assert isinstance(task, ClaimsTask)
         replay = episode_replay(self.cassette(seed), settings)
-        return ClaimsEpisode(app, task, replay=replay, drain_jobs=settings.control_on("jobs"))
+        return ClaimsEpisode(app, task, replay=replay, drain_jobs=settings.control_on("jobs"), world=world)
 
     def task_kinds(self) -> list[str]:
         return sorted(KINDS)

@@ -5,26 +5,100 @@ world between steps, at moments no seed decides. ``DrainJobs`` runs what is due 
 application's own order, at the end of every controlled call (so inside the step, under the other
 controls, outbound replay included when it is entered before this one). With the control disabled
 the adapter runs the application's own worker, which is how the removal check shows it matters.
+
+Asking the application whether anything is due costs a transaction on every step, and most steps
+enqueue nothing. Given a ``JobQueue`` (the queue's table in a journaled world, and how to read the
+earliest due time), ``DrainJobs`` drains only when something can be due: the queue's table changed
+since the last drain (the world's change journal says so, one indexed read) or the virtual clock
+reached the earliest due time read after it. Same jobs, same order, same moments: a drain that
+would find nothing due is all that is skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
 
 from statekit.determinism.base import Control
+from statekit.determinism.controls import clock
+
+if TYPE_CHECKING:
+    from statekit.world import World
+
+
+class JobQueue:
+    """Whether a drain can find a due job, without asking the application (see the module).
+
+    ``table`` is the queue's table (``"jobs"`` or ``"schema.jobs"``) in ``world``'s database;
+    ``next_due`` returns the earliest time a queued job becomes due (None: nothing queued), read
+    through the application after a drain. A world without a journal drains on every call.
+    """
+
+    def __init__(self, world: World, table: str, next_due: Callable[[], datetime | None]) -> None:
+        from statekit.postgres.journal import journals_of  # psycopg: not imported with statekit
+
+        self.next_due = next_due
+        journals = list(journals_of(world))
+        self._journal = journals[0] if len(journals) == 1 and journals[0].unavailable() is None else None
+        self._rel = 0
+        self._seen = -1
+        self._due: datetime | None = None
+        self._known = False
+        """Whether ``_due`` was read since the queue last changed (else the next call drains)."""
+        if self._journal is not None:
+            with self._journal.connected() as conn:
+                row = conn.execute(
+                    "SELECT %s::regclass::oid, (SELECT coalesce(max(seq), 0) FROM _statekit.journal)",
+                    (table,),
+                ).fetchone()
+            assert row is not None
+            self._rel, self._seen = int(row[0]), int(row[1])
+
+    def may_be_due(self, now: datetime) -> bool:
+        if self._journal is None or not self._known or self._changed():
+            return True
+        return self._due is not None and now >= self._due
+
+    def drained(self) -> None:
+        """After a drain: remember the earliest due time, and move past what the drain wrote."""
+        if self._journal is None:
+            return
+        self._due = self.next_due()
+        self._changed()
+        self._known = True
+
+    def _changed(self) -> bool:
+        """Whether the queue's table gained journal entries since the last look (and look now)."""
+        assert self._journal is not None
+        with self._journal.connected() as conn:
+            row = conn.execute(
+                "SELECT max(seq), coalesce(bool_or(rel = %s), false) FROM _statekit.journal WHERE seq > %s",
+                (self._rel, self._seen),
+            ).fetchone()
+        assert row is not None
+        if row[0] is not None:
+            self._seen = int(row[0])
+        return bool(row[1])
 
 
 class DrainJobs(Control):
-    """After each controlled call that returned normally, ``drain()`` runs the jobs that are due."""
+    """After each controlled call that returned normally, ``drain()`` runs the jobs that are due
+    (given a ``queue``, only when one can be: see the module)."""
 
     name: ClassVar[str] = "jobs"
 
-    def __init__(self, drain: Callable[[], object]) -> None:
+    def __init__(self, drain: Callable[[], object], *, queue: JobQueue | None = None) -> None:
         self.drain = drain
+        self.queue = queue
 
     @contextmanager
     def active(self) -> Iterator[None]:
         yield
-        self.drain()
+        if self.queue is None:
+            self.drain()
+            return
+        if self.queue.may_be_due(clock().now):
+            self.drain()
+            self.queue.drained()
