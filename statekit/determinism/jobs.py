@@ -40,21 +40,15 @@ class JobQueue:
         from statekit.postgres.journal import journals_of  # psycopg: not imported with statekit
 
         self.next_due = next_due
+        self.table = table
         journals = list(journals_of(world))
         self._journal = journals[0] if len(journals) == 1 and journals[0].unavailable() is None else None
         self._rel = 0
+        """The table's oid, read at the first drain (nothing is read at the episode's start)."""
         self._seen = -1
         self._due: datetime | None = None
         self._known = False
         """Whether ``_due`` was read since the queue last changed (else the next call drains)."""
-        if self._journal is not None:
-            with self._journal.connected() as conn:
-                row = conn.execute(
-                    "SELECT %s::regclass::oid, (SELECT coalesce(max(seq), 0) FROM _statekit.journal)",
-                    (table,),
-                ).fetchone()
-            assert row is not None
-            self._rel, self._seen = int(row[0]), int(row[1])
 
     def may_be_due(self, now: datetime) -> bool:
         if self._journal is None or not self._known or self._changed():
@@ -66,7 +60,16 @@ class JobQueue:
         if self._journal is None:
             return
         self._due = self.next_due()
-        self._changed()
+        if self._rel:
+            self._changed()
+        else:
+            with self._journal.connected() as conn:
+                row = conn.execute(
+                    "SELECT %s::regclass::oid, (SELECT coalesce(max(seq), 0) FROM _statekit.journal)",
+                    (self.table,),
+                ).fetchone()
+            assert row is not None
+            self._rel, self._seen = int(row[0]), int(row[1])
         self._known = True
 
     def _changed(self) -> bool:
