@@ -40,6 +40,8 @@ WINDOW = timedelta(days=1)
 """How near the real clock a value must be to count, and (twice it) how far the virtual clock must be."""
 _COLUMNS: dict[tuple[str, int], list[tuple[str, bool]]] = {}
 """Timestamp columns per (database, table oid): ``(name, has time zone)``. Clones keep their oids."""
+_QUERIES: dict[tuple[str, tuple[tuple[int, str], ...]], str] = {}
+"""The check's statement per (database, tables written), composed once."""
 
 
 def _stamps(alias: str, columns: list[tuple[str, bool]]) -> Any:
@@ -73,7 +75,6 @@ class _Watch:
         """``(table, column, value)`` of new images the database's clock stamped (at most 20)."""
         if self.seen < 0:
             return []
-        from psycopg import sql
 
         with self.journal.connected() as conn:
             rows = conn.execute(
@@ -84,41 +85,55 @@ class _Watch:
             if not rows:
                 return []
             since, self.seen = self.seen, max(int(r[1]) for r in rows)
-            parts = []
-            for rel, _, added, table in rows:
-                columns = self._columns(conn, int(rel)) if added else []
-                if not columns:
-                    continue
-                parts.append(
-                    sql.SQL(
-                        "SELECT {table}::text, c.col, c.v::text FROM _statekit.journal j "
-                        "CROSS JOIN LATERAL (SELECT j.img::{qualified} AS r OFFSET 0) x "
-                        "CROSS JOIN LATERAL (VALUES {new}) c(col, v) "
-                        "WHERE j.rel = {rel} AND j.seq > %(since)s AND j.sign = 1 "
-                        "AND c.v BETWEEN clock_timestamp() - %(window)s AND clock_timestamp() + %(window)s "
-                        "AND abs(extract(epoch FROM c.v - %(virtual)s)) > %(seconds)s "
-                        "AND abs(extract(epoch FROM clock_timestamp() - %(virtual)s)) > 2 * %(seconds)s "
-                        # a value the row already had (an update of another column) was reported when written
-                        "AND NOT EXISTS (SELECT 1 FROM _statekit.journal o "
-                        "  CROSS JOIN LATERAL (SELECT o.img::{qualified} AS r OFFSET 0) y "
-                        "  CROSS JOIN LATERAL (VALUES {old}) d(col, v) "
-                        "  WHERE o.rel = {rel} AND o.seq > %(since)s AND o.sign = -1 "
-                        "  AND d.col = c.col AND d.v = c.v)"
-                    ).format(
-                        table=sql.Literal(table),
-                        qualified=sql.SQL(table),
-                        new=_stamps("x", columns),
-                        old=_stamps("y", columns),
-                        rel=sql.Literal(int(rel)),
-                    )
-                )
-            if not parts:
+            stamped = tuple(
+                (int(rel), str(table))
+                for rel, _, added, table in rows
+                if added and self._columns(conn, int(rel))
+            )
+            if not stamped:
                 return []
-            query = sql.SQL(" UNION ALL ").join(parts) + sql.SQL(" LIMIT 20")
+            query = self._query(conn, stamped)
             # ``since`` a parameter: the text repeats for the same tables, so psycopg prepares it and
             # the server plans it once
             params = {"window": WINDOW, "virtual": virtual, "seconds": WINDOW.total_seconds(), "since": since}
             return [(str(t), str(c), str(v)) for t, c, v in conn.execute(query, params).fetchall()]
+
+    def _query(self, conn: Any, stamped: tuple[tuple[int, str], ...]) -> str:
+        """The check's statement for these tables, composed once per world and set of tables."""
+        key = (self.journal.conninfo, stamped)
+        if key in _QUERIES:
+            return _QUERIES[key]
+        from psycopg import sql
+
+        parts = [
+            sql.SQL(
+                "SELECT {table}::text, c.col, c.v::text FROM _statekit.journal j "
+                "CROSS JOIN LATERAL (SELECT j.img::{qualified} AS r OFFSET 0) x "
+                "CROSS JOIN LATERAL (VALUES {new}) c(col, v) "
+                "WHERE j.rel = {rel} AND j.seq > %(since)s AND j.sign = 1 "
+                "AND c.v BETWEEN clock_timestamp() - %(window)s AND clock_timestamp() + %(window)s "
+                "AND abs(extract(epoch FROM c.v - %(virtual)s)) > %(seconds)s "
+                "AND abs(extract(epoch FROM clock_timestamp() - %(virtual)s)) > 2 * %(seconds)s "
+                # a value the row already had (an update of another column) was reported when written
+                "AND NOT EXISTS (SELECT 1 FROM _statekit.journal o "
+                "  CROSS JOIN LATERAL (SELECT o.img::{qualified} AS r OFFSET 0) y "
+                "  CROSS JOIN LATERAL (VALUES {old}) d(col, v) "
+                "  WHERE o.rel = {rel} AND o.seq > %(since)s AND o.sign = -1 "
+                "  AND d.col = c.col AND d.v = c.v)"
+            ).format(
+                table=sql.Literal(table),
+                qualified=sql.SQL(table),
+                new=_stamps("x", self._columns(conn, rel)),
+                old=_stamps("y", self._columns(conn, rel)),
+                rel=sql.Literal(rel),
+            )
+            for rel, table in stamped
+        ]
+        text = (sql.SQL(" UNION ALL ").join(parts) + sql.SQL(" LIMIT 20")).as_string(conn)
+        if len(_QUERIES) > 4096:
+            _QUERIES.clear()
+        _QUERIES[key] = text
+        return text
 
     def _columns(self, conn: Any, rel: int) -> list[tuple[str, bool]]:
         key = (self.journal.conninfo, rel)
