@@ -5,7 +5,8 @@
 One run, side by side, for a read tool (``get_claim``) and a write tool (``add_note``): the floor (the
 same request sent straight to the warm application's own client, on the same world, outside any
 step), ``env.step`` in-process (the default ``rewind`` strategy, embedded PostgreSQL), and the same
-step through ``statekit serve`` over HTTP (an in-process server thread, ``RemoteEnvironment``).
+step through ``statekit serve`` over HTTP (an in-process server thread, ``RemoteEnvironment``) and over
+its WebSocket (``/ws``, OpenEnv's protocol, one message per step).
 Prints p50/p90, each against the floor, statekit's own cost per step (p50 minus the floor's) and
 steps per second on one process.
 """
@@ -13,18 +14,29 @@ steps per second on one process.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from timing import percentile_ms
+from websockets.sync.client import ClientConnection, connect
 
 import statekit
 from statekit.client import RemoteEnvironment
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
 from statekit_examples.adapters.claims_app.tools import to_request
+
+
+def socket_call(socket: ClientConnection, message: dict[str, Any]) -> dict[str, Any]:
+    """One message on the harness's ``/ws`` (OpenEnv's protocol) and its answer; an error raises."""
+    socket.send(json.dumps(message))
+    answer: dict[str, Any] = json.loads(socket.recv())
+    if answer["type"] == "error":
+        raise RuntimeError(answer["data"])
+    return answer
 
 
 def samples(n: int, call: Callable[[], object]) -> list[float]:
@@ -73,6 +85,12 @@ def main() -> int:
         remote.reset(seed=1)
         for name, action in actions.items():
             results[name]["over HTTP"] = samples(args.steps, lambda a=action: remote.step(a))
+        with connect(server.url.replace("http://", "ws://") + "/ws") as socket:
+            socket_call(socket, {"type": "reset", "data": {"seed": 1}})
+            for name, action in actions.items():
+                results[name]["WebSocket"] = samples(
+                    args.steps, lambda a=action: socket_call(socket, {"type": "step", "data": a})
+                )
     print(
         f"step: claims_app (default strategy rewind), {args.steps} steps each, one process; "
         f"load average before {load:.2f} on {os.cpu_count()} cores"
