@@ -1,12 +1,13 @@
 """What a step costs: the claims app called directly beside ``env.step`` in-process and over HTTP.
 
-    python benchmarks/step.py [--steps 200]
+    python benchmarks/step.py [--steps 200] [--skip-ray]
 
 One run, side by side, for a read tool (``get_claim``) and a write tool (``add_note``): the floor (the
 same request sent straight to the warm application's own client, on the same world, outside any
 step), ``env.step`` in-process (the default ``rewind`` strategy, embedded PostgreSQL), and the same
 step through ``statekit serve`` over HTTP (an in-process server thread, ``RemoteEnvironment``) and over
-its WebSocket (``/ws``, OpenEnv's protocol, one message per step).
+its WebSocket (``/ws``, OpenEnv's protocol, one message per step), and through Ray (one environment
+actor on a one-node loopback cluster, a ``VectorEnv`` of one).
 Prints p50/p90, each against the floor, statekit's own cost per step (p50 minus the floor's) and
 steps per second on one process.
 """
@@ -50,11 +51,28 @@ def samples(n: int, call: Callable[[], object]) -> list[float]:
     return out
 
 
+def ray_column(
+    results: dict[str, dict[str, list[float]]], actions: dict[str, Any], cap: int, steps: int
+) -> None:
+    """The same steps through Ray: a one-node cluster on loopback, one environment actor, stepped by
+    a ``VectorEnv`` of one (a Ray round trip per step)."""
+    from statekit.ray import EnvSpec, LocalCluster, VectorEnv
+
+    with (
+        LocalCluster(1, cpus_per_node=os.cpu_count() or 1),
+        VectorEnv(EnvSpec("claims_app", max_steps=cap), 1, num_cpus=1) as vector,
+    ):
+        vector.reset([1])
+        for name, action in actions.items():
+            results[name]["through Ray"] = samples(steps, lambda a=action: vector.step([a]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--skip-ray", action="store_true", help="leave out the Ray column (starts a cluster)")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     cap = 10 * args.steps + 100
@@ -91,6 +109,8 @@ def main() -> int:
                 results[name]["WebSocket"] = samples(
                     args.steps, lambda a=action: socket_call(socket, {"type": "step", "data": a})
                 )
+    if not args.skip_ray:
+        ray_column(results, actions, cap, args.steps)
     print(
         f"step: claims_app (default strategy rewind), {args.steps} steps each, one process; "
         f"load average before {load:.2f} on {os.cpu_count()} cores"
