@@ -1,4 +1,5 @@
-"""What a step costs: the claims app called directly beside ``env.step`` in-process and over HTTP.
+"""What a step costs: the claims app called directly beside ``env.step`` in-process, over HTTP, over
+the WebSocket and through Ray.
 
     python benchmarks/step.py [--steps 200] [--skip-ray]
 

@@ -175,7 +175,7 @@ class ClaimsEpisode(Episode):
         *,
         replay: Replay | None,
         drain_jobs: bool,
-        world: World | None = None,
+        world: World,
     ) -> None:
         self.app = app
         self.task = task
@@ -183,7 +183,7 @@ class ClaimsEpisode(Episode):
         self.worker = Worker(app.sessions, app.settings)
         self.submitted = False
         controls: list[Control] = [ReplayControl(replay)] if replay is not None else []
-        queue = JobQueue(world, Job.__tablename__, self._next_due) if world is not None else None
+        queue = JobQueue(world, Job.__tablename__, self._next_due)
         self.controls = [*controls, DrainJobs(self._drain, queue=queue)]
         self._stack = ExitStack()
         self.background: RunningWorker | None = None

@@ -176,10 +176,10 @@ def _auto(value: Any, where: str) -> JSON:
     raise _fail(where, value, "auto")
 
 
+AUTO_AS_IS = frozenset({str, int, bool})
+"""The types ``auto`` returns unchanged (a caller on a hot path may skip the call for them)."""
 _AUTO_EXACT: dict[type, Callable[[Any], JSON]] = {
-    str: lambda v: v,
-    int: lambda v: v,
-    bool: lambda v: v,
+    **{kind: lambda v: v for kind in AUTO_AS_IS},
     datetime: _timestamp,
     date: lambda v: v.isoformat(),
     uuid.UUID: str,

@@ -23,7 +23,13 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
-from statekit.digest.canonical import CANONICALISERS, Canonicaliser, canonical_json, canonicaliser_for
+from statekit.digest.canonical import (
+    AUTO_AS_IS,
+    CANONICALISERS,
+    Canonicaliser,
+    canonical_json,
+    canonicaliser_for,
+)
 from statekit.digest.compute import Digest, TableDigest, combine, encode_row, hash_rows
 from statekit.digest.coverage import check_coverage, digested_sequences, live_columns, live_sequences
 from statekit.digest.dump import StateDump, TableDump
@@ -34,8 +40,6 @@ from statekit.postgres.server import tuples
 
 KeyedRow = tuple[list[Any], dict[str, Any]]
 _AUTO = CANONICALISERS["auto"]
-_AS_IS = frozenset({str, int, bool})
-"""Types ``auto`` returns unchanged."""
 SEQUENCES_PREFIX = "sequences:"
 PART = "db"
 """The key of a database digest's resume state inside ``Digest.resume``."""
@@ -90,7 +94,7 @@ class RowCanonicaliser:
 
     def _apply(self, raw: dict[str, Any], col: str, canon: Canonicaliser) -> Any:
         value = raw[col]
-        if value is None or (canon is _AUTO and type(value) in _AS_IS):  # most values: no call
+        if value is None or (canon is _AUTO and type(value) in AUTO_AS_IS):  # most values: no call
             return value
         return canon.apply(value, f"{self.table.name}.{col}")
 
