@@ -2,7 +2,7 @@
 # side-venv.sh VENV PYTHON SPEC...: a venv of its own for a framework whose pins or Python clash with the
 # dev venv's (scripts/venv-verifiers.sh, scripts/venv-nemo-gym.sh). Makes VENV with PYTHON and has uv
 # install SPEC... and statekit's core (editable) into it; skips all of it when the specs and
-# pyproject.toml are unchanged since the last install. uv: pip's resolver takes minutes on these sets.
+# pyproject.toml are unchanged since the last install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="$1" python="$2"
@@ -13,13 +13,5 @@ if [ "$(cat "$venv/.statekit-installed" 2>/dev/null)" = "$want" ] && "$venv/bin/
 fi
 rm -rf "$venv"
 "$python" -m venv "$venv"
-log=$(mktemp)
-if ! { "$venv/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9" \
-       && "$venv/bin/uv" pip install -q --python "$venv/bin/python" "$@" -e .; } >"$log" 2>&1; then
-  grep -v '^WARNING: Location' "$log" >&2 || true
-  echo "installing $* into $venv failed (output above)" >&2
-  rm -f "$log"
-  exit 1
-fi
-rm -f "$log"
+bash scripts/uv-install.sh "$venv" "$@" -e .
 echo "$want" > "$venv/.statekit-installed"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian machine. Installs what the tests need:
+# The whole test suite on a fresh Debian machine. Installs what the tests need (the steps side by side):
 #  - Python deps into .venv; verifiers into .venv-verifiers (its pins clash with the dev set) and NeMo
 #    Gym into .venv-nemo-gym (it needs Python >= 3.12);
 #  - PostgreSQL: nothing to do here, the tests start private throwaway clusters themselves
@@ -20,23 +20,32 @@ if [ "${1:-}" = "--quick" ]; then
   shift
   quick=(-m "not slow" -o statekit_plan=quick)
 fi
-bash scripts/venv.sh dev
-if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
-  bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2: a venv of its own
-  bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12: a venv of its own
-fi
+logs=$(mktemp -d)
+steps=()
+background() {  # background NAME COMMAND...: set-up steps run side by side (downloads, builds)
+  local name="$1"
+  shift
+  "$@" >"$logs/$name.log" 2>&1 &
+  steps+=("$name:$!")
+}
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+  # Debian's packages in one apt-get, before anything runs beside it: docker.io and debootstrap for
+  # the Docker engine and the base image; xfsprogs and btrfs-progs for the copy-on-write tests'
+  # loop-device filesystems; Debian's python3, on which the code environment's sandbox runs model code.
+  packages=()
+  export PATH="$PATH:/usr/sbin:/sbin"
   if [ ${#quick[@]} -eq 0 ]; then  # the quick run needs neither Docker nor the base image
-    bash scripts/docker-engine.sh
-    bash scripts/build-base-image.sh
+    command -v dockerd >/dev/null && command -v docker >/dev/null || packages+=(docker.io)
+    command -v debootstrap >/dev/null || packages+=(debootstrap)
   fi
-  if ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.xfs >/dev/null \
-    || ! PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.btrfs >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs btrfs-progs
+  command -v mkfs.xfs >/dev/null || packages+=(xfsprogs)
+  command -v mkfs.btrfs >/dev/null || packages+=(btrfs-progs)
+  [ -x /usr/bin/python3 ] || packages+=(python3)
+  if [ ${#packages[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
   fi
-  # The code environment's process sandbox runs model code on Debian's own Python (outside any home).
-  if [ ! -x /usr/bin/python3 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3
+  if [ ${#quick[@]} -eq 0 ]; then
+    background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
   fi
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs root on Debian to install the Docker engine and build the base image" >&2
@@ -44,5 +53,20 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "note: not root on Debian; Docker tests need a running engine and statekit/base:bookworm" >&2
 fi
+background venv bash scripts/venv.sh dev
+if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
+  background verifiers bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2
+  background nemo-gym bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12
+fi
+failed=0
+for step in "${steps[@]}"; do
+  if ! wait "${step#*:}"; then
+    echo "set-up step '${step%%:*}' failed:" >&2
+    failed=1
+  fi
+  cat "$logs/${step%%:*}.log"
+done
+rm -rf "$logs"
+[ "$failed" = 0 ] || exit 1
 export TESTCONTAINERS_RYUK_DISABLED=true
 exec .venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" "${quick[@]}" "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv (installing Debian's python3-venv first if this Python lacks it) and install statekit
 # with the extras named in $1 (e.g. "embedded" or "dev"). Run by demo.sh and test.sh.
-# Skips pip when pyproject.toml and the extras are unchanged since the last install; pip's output is
-# shown only when it fails.
+# Skips the install when pyproject.toml and the extras are unchanged since the last one; installs with
+# uv (scripts/uv-install.sh), whose output is shown only when it fails.
 set -euo pipefail
 extras="$1"
 if [ ! -x .venv/bin/python ]; then
@@ -19,15 +19,7 @@ fi
 stamp=.venv/.statekit-installed
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) ${extras}"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  log=$(mktemp)
-  if ! { .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip \
-         && .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"; } >"$log" 2>&1; then
-    grep -v '^WARNING: Location' "$log" >&2 || true
-    echo "installing statekit into .venv failed (pip's output above)" >&2
-    rm -f "$log"
-    exit 1
-  fi
-  rm -f "$log"
+  bash scripts/uv-install.sh .venv -e ".[${extras}]"
   echo "$want" > "$stamp"
 fi
 .venv/bin/python -c "import statekit" || { echo "statekit does not import from .venv" >&2; exit 1; }

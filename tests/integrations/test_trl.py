@@ -148,7 +148,9 @@ def test_the_factory_pickles_for_a_rollout_process() -> None:
 
 def test_grpo_trains_on_claims_seeds_each_group_from_one_world(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    # One torch thread: OpenMP's threads spin while they wait for a core, and beside the suite's other
+    # processes on two cores that made the run five times slower, not faster.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "train_trl.py"), "--model", "tiny", "--seeds", "1,2",
          "--generations", "4", "--steps", "2", "--output-dir", str(tmp_path / "out"),

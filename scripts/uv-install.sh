@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# uv-install.sh VENV ARGS...: install ARGS into VENV with uv (pip's resolver takes minutes on statekit's
+# dev set; uv a few seconds), uv itself installed into VENV by pip first. uv does not read pip's
+# configuration, so what this machine configured for pip (its files and PIP_* variables: index URLs,
+# find-links, constraints, certificate) is handed to uv, with pip's rule of taking the best version
+# on any index. Output is shown only when it fails. Used by venv.sh and side-venv.sh.
+set -euo pipefail
+venv="$1"
+shift
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+fail() { grep -v '^WARNING: Location' "$log" >&2 || true; echo "installing $* into $venv failed (output above)" >&2; exit 1; }
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9" >"$log" 2>&1 || fail uv
+# `pip config list` prints the variables' settings (:env:) before the files'; read in reverse, the
+# variables' come last and win, as they do for pip.
+while IFS= read -r line; do
+  key=${line%%=*} value=${line#*=}
+  value=${value#\'} value=${value%\'}
+  case "${key##*.}" in
+    index-url) export UV_INDEX_URL="$value" ;;
+    extra-index-url) export UV_EXTRA_INDEX_URL="$value" ;;
+    find-links) export UV_FIND_LINKS="${value// /,}" ;;
+    constraint) export UV_CONSTRAINT="$value" ;;
+    cert) export SSL_CERT_FILE="$value" ;;
+  esac
+done < <("$venv/bin/python" -m pip config list 2>/dev/null | tac)
+export UV_INDEX_STRATEGY=unsafe-best-match
+"$venv/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" "$@" >"$log" 2>&1 || fail "$@"
