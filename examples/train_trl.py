@@ -113,10 +113,11 @@ def warm_up(
     ids = torch.tensor([[pad] * (width - len(i)) + i for i, _ in rows])
     labels = torch.tensor([[-100] * (width - len(lab)) + lab for _, lab in rows])
     mask = (torch.arange(width)[None, :] >= torch.tensor([[width - len(i)] for i, _ in rows])).long()
+    keep = 1 + max(len(lab) - lab.count(-100) for _, lab in rows)
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     for _ in range(steps):
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels[:, -keep:], logits_to_keep=keep).loss
         loss.backward()
         optimiser.step()
         optimiser.zero_grad()

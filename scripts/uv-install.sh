@@ -25,4 +25,4 @@ while IFS= read -r line; do
   esac
 done < <("$venv/bin/python" -m pip config list 2>/dev/null | tac)
 export UV_INDEX_STRATEGY=unsafe-best-match
-"$venv/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" "$@" >"$log" 2>&1 || fail "$@"
+"$venv/bin/uv" pip install -q --python "$venv/bin/python" "$@" >"$log" 2>&1 || fail "$@"

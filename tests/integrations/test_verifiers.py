@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
@@ -60,38 +60,65 @@ def expected() -> Expected:
     return out
 
 
-def vf_eval(tmp_path: Path, model: ChatStandIn, taskset: str) -> list[dict[str, Any]]:
-    return vf.vf_eval(tmp_path, model, taskset, rollouts=ROLLOUTS, agent="player")
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[str]:
     with ThreadedServer(create_app(HarnessConfig.of(ADAPTER, workers=0))) as server:
         yield server.url
 
 
-def test_verifiers_openenv_taskset_plays_served_episodes_with_seeds_honoured(
-    tmp_path: Path, expected: Expected, served: str
-) -> None:
-    def reply(body: dict[str, Any]) -> dict[str, Any]:  # the user turns are {"observation", "action_schema"}
-        messages = body["messages"]
-        script = expected.script_for(json.loads(first_user(messages))["observation"])
-        turn = sum(m["role"] == "assistant" for m in messages)
-        content = json.dumps(script[turn]) if script is not None and turn < len(script) else ""
-        return {"role": "assistant", "content": content}
-
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory, expected: Expected, served: str) -> dict[str, Any]:
+    """The three evaluations below in one ``vf-eval`` process (its imports paid once): verifiers' own
+    OpenEnv taskset and statekit's native one against the served claims episodes, and the native one
+    against a server that is gone."""
+    with ThreadedServer(create_app(HarnessConfig.of(LEDGER, workers=0))) as gone:
+        dead = gone.url  # a port nothing listens on once the server stops
     resets = ", ".join(f"{{seed = {seed}}}" for seed in SEEDS)
-    episodes = vf_eval(
-        tmp_path, ChatStandIn(reply), f'id = "openenv"\nbase_url = "{served}"\nresets = [{resets}]'
+    seeds = ", ".join(str(seed) for seed in SEEDS)
+    return vf.vf_evals(
+        tmp_path_factory.mktemp("vf"),
+        {
+            "openenv": vf.Eval(
+                ChatStandIn(partial(openenv_player, expected)),
+                f'id = "openenv"\nbase_url = "{served}"\nresets = [{resets}]',
+                ROLLOUTS,
+                "player",
+            ),
+            "native": vf.Eval(
+                ChatStandIn(partial(tool_caller, expected)),
+                f'id = "statekit-verifiers"\nurl = "{served}"\nseeds = [{seeds}]',
+                ROLLOUTS,
+                "player",
+            ),
+            "dead": vf.Eval(
+                ChatStandIn(lambda _body: {"role": "assistant", "content": "hello"}),
+                f'id = "statekit-verifiers"\nurl = "{dead}"\nseeds = [1]',
+                ROLLOUTS,
+                "player",
+            ),
+        },
     )
-    played = sorted(
-        (e["task"]["data"]["reset"]["seed"], e["traces"][0]["rewards"]["openenv_reward"]["score"], e["ok"])
-        for e in episodes
-    )
-    assert not expected.unknown, (
-        f"the served episodes began from worlds no seed gives: {expected.unknown[:1]}"
-    )
-    assert played == sorted((seed, expected.rewards[seed], True) for seed in SEEDS for _ in range(ROLLOUTS))
+
+
+def openenv_player(expected: Expected, body: dict[str, Any]) -> dict[str, Any]:
+    """The model of OpenEnv's player: its user turns are ``{"observation", "action_schema"}``."""
+    messages = body["messages"]
+    script = expected.script_for(json.loads(first_user(messages))["observation"])
+    turn = sum(m["role"] == "assistant" for m in messages)
+    content = json.dumps(script[turn]) if script is not None and turn < len(script) else ""
+    return {"role": "assistant", "content": content}
+
+
+def tool_caller(expected: Expected, body: dict[str, Any]) -> dict[str, Any]:
+    """A model writing Hermes-style tool calls."""
+    messages = body["messages"]
+    script = expected.script_for(json.loads(first_user(messages).split("Observation: ", 1)[1]))
+    turn = sum(m["role"] == "assistant" for m in messages)
+    if script is None or turn >= len(script):
+        return {"role": "assistant", "content": "I am done."}
+    action = script[turn]
+    call = {"name": action["tool"], "arguments": {k: v for k, v in action.items() if k != "tool"}}
+    return {"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"}
 
 
 def first_user(messages: list[dict[str, Any]]) -> str:
@@ -99,22 +126,23 @@ def first_user(messages: list[dict[str, Any]]) -> str:
     return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
 
 
-def test_the_native_taskset_keeps_statekits_digests_verdict_and_reward(
-    tmp_path: Path, expected: Expected, served: str
+def test_verifiers_openenv_taskset_plays_served_episodes_with_seeds_honoured(
+    evaluated: dict[str, Any], expected: Expected
 ) -> None:
-    def reply(body: dict[str, Any]) -> dict[str, Any]:  # a model writing Hermes-style tool calls
-        messages = body["messages"]
-        script = expected.script_for(json.loads(first_user(messages).split("Observation: ", 1)[1]))
-        turn = sum(m["role"] == "assistant" for m in messages)
-        if script is None or turn >= len(script):
-            return {"role": "assistant", "content": "I am done."}
-        action = script[turn]
-        call = {"name": action["tool"], "arguments": {k: v for k, v in action.items() if k != "tool"}}
-        return {"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"}
+    played = sorted(
+        (e["task"]["data"]["reset"]["seed"], e["traces"][0]["rewards"]["openenv_reward"]["score"], e["ok"])
+        for e in evaluated["openenv"]
+    )
+    assert not expected.unknown, (
+        f"the served episodes began from worlds no seed gives: {expected.unknown[:1]}"
+    )
+    assert played == sorted((seed, expected.rewards[seed], True) for seed in SEEDS for _ in range(ROLLOUTS))
 
-    seeds = ", ".join(str(seed) for seed in SEEDS)
-    taskset = f'id = "statekit-verifiers"\nurl = "{served}"\nseeds = [{seeds}]'
-    episodes = vf_eval(tmp_path, ChatStandIn(reply), taskset)
+
+def test_the_native_taskset_keeps_statekits_digests_verdict_and_reward(
+    evaluated: dict[str, Any], expected: Expected
+) -> None:
+    episodes = evaluated["native"]
     assert not expected.unknown, (
         f"the served episodes began from worlds no seed gives: {expected.unknown[:1]}"
     )
@@ -130,11 +158,8 @@ def test_the_native_taskset_keeps_statekits_digests_verdict_and_reward(
         assert record["final_digest"] != record["initial_digest"]
 
 
-def test_a_dead_server_is_a_rollout_error_not_a_reward_of_zero(tmp_path: Path) -> None:
-    with ThreadedServer(create_app(HarnessConfig.of(LEDGER, workers=0))) as gone:
-        url = gone.url  # a port nothing listens on once the server stops
-    model = ChatStandIn(lambda _body: {"role": "assistant", "content": "hello"})
-    episodes = vf_eval(tmp_path, model, f'id = "statekit-verifiers"\nurl = "{url}"\nseeds = [1]')
+def test_a_dead_server_is_a_rollout_error_not_a_reward_of_zero(evaluated: dict[str, Any]) -> None:
+    episodes = evaluated["dead"]
     assert len(episodes) == ROLLOUTS
     for episode in episodes:
         assert not episode["ok"] and episode["errors"], episode
