@@ -131,7 +131,8 @@ def probe_rollout(
 ) -> tuple[Rollout, bool]:
     """A rollout that also watches the world between steps: (rollout, whether state moved in a pause).
 
-    State must change only inside ``step``; a background job firing between steps shows up here.
+    State must change only inside ``step``; a background job firing between steps shows up here (with
+    ``pause`` 0 nothing is watched, and moved is False).
     """
     obs, _ = env.reset(seed=seed, options=options)
     initial = fresh_digest(env)
@@ -141,9 +142,10 @@ def probe_rollout(
         observations.append(obs)
         rewards.append(reward)
         noted += _noted(info)
-        before = fresh_digest(env)
-        time.sleep(pause)
-        moved = moved or fresh_digest(env) != before
+        if pause:
+            before = fresh_digest(env)
+            time.sleep(pause)
+            moved = moved or fresh_digest(env) != before
         if terminated or truncated:
             break
     return Rollout(seed, initial, fresh_digest(env), observations, rewards, noted), moved
