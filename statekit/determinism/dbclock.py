@@ -64,31 +64,21 @@ class _Watch:
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
-        self.seen = self._top() if journal.unavailable() is None else -1
-
-    def _top(self) -> int:
-        with self.journal.connected() as conn:
-            row = conn.execute("SELECT coalesce(max(seq), 0) FROM _statekit.journal").fetchone()
-        return int(row[0]) if row else 0
+        self.seen = journal.tail.position() if journal.unavailable() is None else -1
 
     def check(self, virtual: datetime) -> list[tuple[str, str, str]]:
         """``(table, column, value)`` of new images the database's clock stamped (at most 20)."""
         if self.seen < 0:
             return []
-
+        written = self.journal.tail.since(self.seen)
+        if not written:
+            return []
+        since, self.seen = self.seen, max(top for top, _, _ in written.values())
         with self.journal.connected() as conn:
-            rows = conn.execute(
-                "SELECT rel, max(seq), bool_or(sign = 1), rel::regclass::text "
-                "FROM _statekit.journal WHERE seq > %s GROUP BY rel",
-                (self.seen,),
-            ).fetchall()
-            if not rows:
-                return []
-            since, self.seen = self.seen, max(int(r[1]) for r in rows)
             stamped = tuple(
-                (int(rel), str(table))
-                for rel, _, added, table in rows
-                if added and self._columns(conn, int(rel))
+                (rel, table)
+                for rel, (_, added, table) in sorted(written.items())
+                if added > since and self._columns(conn, rel)
             )
             if not stamped:
                 return []
@@ -173,6 +163,8 @@ class DatabaseClock(Control):
 
     @contextmanager
     def active(self) -> Iterator[None]:
+        for watch in self._watches:
+            watch.journal.tail.stale()  # the call may write
         yield
         for watch in self._watches:
             self._found += watch.check(self.clock.now)

@@ -25,6 +25,7 @@ from statekit.determinism.base import Control
 from statekit.determinism.controls import clock
 
 if TYPE_CHECKING:
+    from statekit.postgres.journal import Journal
     from statekit.world import World
 
 
@@ -55,35 +56,42 @@ class JobQueue:
             return True
         return self._due is not None and now >= self._due
 
+    def stale(self) -> None:
+        """A controlled call begins: what the journal said may no longer hold."""
+        if self._journal is not None:
+            self._journal.tail.stale()
+
     def drained(self) -> None:
         """After a drain: remember the earliest due time, and move past what the drain wrote."""
         if self._journal is None:
             return
+        self._journal.tail.stale()
         self._due = self.next_due()
-        if self._rel:
-            self._changed()
-        else:
-            with self._journal.connected() as conn:
-                row = conn.execute(
-                    "SELECT %s::regclass::oid, (SELECT coalesce(max(seq), 0) FROM _statekit.journal)",
-                    (self.table,),
-                ).fetchone()
-            assert row is not None
-            self._rel, self._seen = int(row[0]), int(row[1])
+        if not self._rel:
+            self._rel = _oid(self._journal, self.table)
+        self._changed()
         self._known = True
 
     def _changed(self) -> bool:
         """Whether the queue's table gained journal entries since the last look (and look now)."""
         assert self._journal is not None
-        with self._journal.connected() as conn:
-            row = conn.execute(
-                "SELECT max(seq), coalesce(bool_or(rel = %s), false) FROM _statekit.journal WHERE seq > %s",
-                (self._rel, self._seen),
-            ).fetchone()
+        written = self._journal.tail.since(self._seen)
+        self._seen = max(self._seen, self._journal.tail.position())
+        return self._rel in written
+
+
+_OIDS: dict[tuple[str, str], int] = {}
+"""The queue table's oid per (database, table): clones keep their oids, so a world reads it once."""
+
+
+def _oid(journal: Journal, table: str) -> int:
+    key = (journal.conninfo, table)
+    if key not in _OIDS:
+        with journal.connected() as conn:
+            row = conn.execute("SELECT %s::regclass::oid", (table,)).fetchone()
         assert row is not None
-        if row[0] is not None:
-            self._seen = int(row[0])
-        return bool(row[1])
+        _OIDS[key] = int(row[0])
+    return _OIDS[key]
 
 
 class DrainJobs(Control):
@@ -98,6 +106,8 @@ class DrainJobs(Control):
 
     @contextmanager
     def active(self) -> Iterator[None]:
+        if self.queue is not None:
+            self.queue.stale()
         yield
         if self.queue is None:
             self.drain()

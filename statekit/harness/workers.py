@@ -308,8 +308,18 @@ class WorkerPool:
             raise failed
 
     def open(self, timeout: float = START_TIMEOUT) -> HostedEnvironment:
-        """A new environment in the live worker holding the fewest; waits for a replacement if none."""
+        """A new environment in the live worker holding the fewest; waits for a replacement if none.
+        A worker that dies while making it is passed over: nothing was made, so another one tries."""
         deadline = time.monotonic() + timeout
+        while True:
+            worker = self._least_loaded(deadline, timeout)
+            try:
+                return worker.open()
+            except EnvironmentLost:
+                if worker.alive or time.monotonic() >= deadline:
+                    raise
+
+    def _least_loaded(self, deadline: float, timeout: float) -> _Worker:
         with self._cond:
             while True:
                 if self._closing:
@@ -318,12 +328,11 @@ class WorkerPool:
                 if live:
                     worker = min(live, key=lambda w: (w.load, w.slot))
                     worker.reserve()
-                    break
+                    return worker
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise EnvironmentLost(f"no harness worker came back within {timeout:g} s")
                 self._cond.wait(remaining)
-        return worker.open()
 
     def health(self) -> Health:
         """Whether the workers can serve: the first live one's answer (they share a database server).

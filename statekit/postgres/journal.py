@@ -33,6 +33,7 @@ from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
 from statekit.postgres import roles
 from statekit.postgres.server import rollback_prepared, tuples
+from statekit.postgres.tail import Tail
 from statekit.world import World
 
 DEFAULT_BOUND = 200_000
@@ -193,6 +194,8 @@ class Journal:
         self._available: str | bool | None = True  # True: not known yet; None: available; str: why not
         self._outside = ""
         """``_statekit.outside(role)`` when the copy was first opened, before any episode touched it."""
+        self.tail = Tail(self, None)
+        """What the journal gained lately, shared by the controls that watch it (``tail.py``)."""
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> psycopg.Connection[Any]:
@@ -339,6 +342,7 @@ class Journal:
                 self._base, self._open_from = (), 1
             else:
                 self._base, self._open_from = target, int(row[1])
+            self.tail = Tail(self, int(row[1]) - 1 if not reset else 0)
             return int(row[0])
 
     # -- reading changes --------------------------------------------------------------------------
