@@ -24,7 +24,7 @@ foreign-key checks do not fire while rows are put back.
 from __future__ import annotations
 
 SCHEMA = "_statekit"
-VERSION = 2
+VERSION = 3
 
 # Output settings every image is written and read under: ISO dates, UTC, exact floats, hex bytea,
 # C money. Functions that run as the application (SECURITY DEFINER) also pin their search path;
@@ -252,11 +252,21 @@ CREATE FUNCTION _statekit.quiet() RETURNS void
 LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
     me oid := (SELECT oid FROM pg_database WHERE datname = current_database());
+    pids int[];
 BEGIN
     FOR pass IN 1..2 LOOP
         IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application is still connected
-            PERFORM pg_terminate_backend(a.pid, 5000)
+            SELECT array_agg(a.pid) INTO pids
             FROM pg_stat_get_activity(NULL) a WHERE a.datid = me AND a.pid <> pg_backend_pid();
+            PERFORM pg_terminate_backend(p) FROM unnest(pids) p;
+            -- wait (5 s at most) until each has aborted its transaction and left, looking every
+            -- millisecond: pg_terminate_backend's own wait looks every 100 ms, and a backend not gone
+            -- at its first look cost a reset 100 ms
+            FOR i IN 1..5000 LOOP
+                PERFORM pg_stat_clear_snapshot();
+                EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(NULL) a WHERE a.pid = ANY(pids));
+                PERFORM pg_sleep(0.001);
+            END LOOP;
         END IF;
         -- checked before the lock, which a prepared transaction's journal entries would block
         IF EXISTS (SELECT 1 FROM pg_prepared_xact() p WHERE p.dbid = me) THEN
