@@ -41,6 +41,8 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   command -v mkfs.xfs >/dev/null || packages+=(xfsprogs)
   command -v mkfs.btrfs >/dev/null || packages+=(btrfs-progs)
   [ -x /usr/bin/python3 ] || packages+=(python3)
+  # the venvs are made side by side below: the one fallback that installs python3-venv must run first
+  python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
   if [ ${#packages[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
   fi

@@ -11,18 +11,22 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail() { grep -v '^WARNING: Location' "$log" >&2 || true; echo "installing $* into $venv failed (output above)" >&2; exit 1; }
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9" >"$log" 2>&1 || fail uv
-# `pip config list` prints the variables' settings (:env:) before the files'; read in reverse, the
-# variables' come last and win, as they do for pip.
+# `pip config list` prints each setting as key='value' (Python's repr: a value on several lines
+# shows \n). Read in pip's order of precedence, lowest first (the files' [global], their [install],
+# then the PIP_* variables, shown as :env:), so the last one read wins, as it does for pip.
+settings=$("$venv/bin/python" -m pip config list 2>/dev/null || true)
 while IFS= read -r line; do
   key=${line%%=*} value=${line#*=}
   value=${value#\'} value=${value%\'}
+  value=$(printf '%s' "${value//\\n/ }" | xargs)  # one line, items separated by single spaces
   case "${key##*.}" in
     index-url) export UV_INDEX_URL="$value" ;;
     extra-index-url) export UV_EXTRA_INDEX_URL="$value" ;;
     find-links) export UV_FIND_LINKS="${value// /,}" ;;
     constraint) export UV_CONSTRAINT="$value" ;;
     cert) export SSL_CERT_FILE="$value" ;;
+    no-index) case "$value" in 1|true|yes|on) export UV_NO_INDEX=1 ;; esac ;;
   esac
-done < <("$venv/bin/python" -m pip config list 2>/dev/null | tac)
+done < <(for section in global install :env:; do grep "^$section\." <<<"$settings" || true; done)
 export UV_INDEX_STRATEGY=unsafe-best-match
-"$venv/bin/uv" pip install -q --python "$venv/bin/python" "$@" >"$log" 2>&1 || fail "$@"
+"$venv/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" "$@" >"$log" 2>&1 || fail "$@"

@@ -74,7 +74,8 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 WORLD_FORMAT = "4"
-"""Part of every world key: goldens built before the journal (2), the world roles (3) and quiet()'s millisecond wait (4) are not reused."""
+"""Part of every world key: goldens built before the journal (2), the world roles (3) and quiet()'s
+millisecond wait (4) are not reused."""
 
 
 def world_key(fingerprint: dict[str, str], seed: int) -> str:

@@ -85,7 +85,13 @@ class _Watch:
             query = self._query(conn, stamped)
             # ``since`` a parameter: the text repeats for the same tables, so psycopg prepares it and
             # the server plans it once
-            params = {"window": WINDOW, "virtual": virtual, "seconds": WINDOW.total_seconds(), "since": since}
+            params = {
+                "window": WINDOW,
+                "virtual": virtual,
+                "seconds": WINDOW.total_seconds(),
+                "since": since,
+                "until": self.seen,  # what a writer adds after the tail's read is the next check's
+            }
             return [(str(t), str(c), str(v)) for t, c, v in conn.execute(query, params).fetchall()]
 
     def _query(self, conn: Any, stamped: tuple[tuple[int, str], ...]) -> str:
@@ -100,7 +106,7 @@ class _Watch:
                 "SELECT {table}::text, c.col, c.v::text FROM _statekit.journal j "
                 "CROSS JOIN LATERAL (SELECT j.img::{qualified} AS r OFFSET 0) x "
                 "CROSS JOIN LATERAL (VALUES {new}) c(col, v) "
-                "WHERE j.rel = {rel} AND j.seq > %(since)s AND j.sign = 1 "
+                "WHERE j.rel = {rel} AND j.seq > %(since)s AND j.seq <= %(until)s AND j.sign = 1 "
                 "AND c.v BETWEEN clock_timestamp() - %(window)s AND clock_timestamp() + %(window)s "
                 "AND abs(extract(epoch FROM c.v - %(virtual)s)) > %(seconds)s "
                 "AND abs(extract(epoch FROM clock_timestamp() - %(virtual)s)) > 2 * %(seconds)s "
@@ -108,7 +114,7 @@ class _Watch:
                 "AND NOT EXISTS (SELECT 1 FROM _statekit.journal o "
                 "  CROSS JOIN LATERAL (SELECT o.img::{qualified} AS r OFFSET 0) y "
                 "  CROSS JOIN LATERAL (VALUES {old}) d(col, v) "
-                "  WHERE o.rel = {rel} AND o.seq > %(since)s AND o.sign = -1 "
+                "  WHERE o.rel = {rel} AND o.seq > %(since)s AND o.seq <= %(until)s AND o.sign = -1 "
                 "  AND d.col = c.col AND d.v = c.v)"
             ).format(
                 table=sql.Literal(table),

@@ -90,6 +90,8 @@ def _oid(journal: Journal, table: str) -> int:
         with journal.connected() as conn:
             row = conn.execute("SELECT %s::regclass::oid", (table,)).fetchone()
         assert row is not None
+        if len(_OIDS) > 4096:  # a world per episode (clones) would grow it for as long as a server runs
+            _OIDS.clear()
         _OIDS[key] = int(row[0])
     return _OIDS[key]
 

@@ -309,15 +309,17 @@ class WorkerPool:
 
     def open(self, timeout: float = START_TIMEOUT) -> HostedEnvironment:
         """A new environment in the live worker holding the fewest; waits for a replacement if none.
-        A worker that dies while making it is passed over: nothing was made, so another one tries."""
+        A worker that dies while making it is passed over once (nothing was made, so another one
+        tries); a second death is the answer: making it may be what kills them."""
         deadline = time.monotonic() + timeout
-        while True:
+        for attempt in (1, 2):
             worker = self._least_loaded(deadline, timeout)
             try:
                 return worker.open()
             except EnvironmentLost:
-                if worker.alive or time.monotonic() >= deadline:
+                if attempt == 2 or worker.alive or time.monotonic() >= deadline:
                     raise
+        raise AssertionError("unreachable")
 
     def _least_loaded(self, deadline: float, timeout: float) -> _Worker:
         with self._cond:

@@ -32,6 +32,7 @@ from psycopg.types.json import set_json_loads
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
 from statekit.postgres import roles
+from statekit.postgres.journal_tables import row_trigger, truncate_trigger, undo_function
 from statekit.postgres.server import rollback_prepared, tuples
 from statekit.postgres.tail import Tail
 from statekit.world import World
@@ -85,15 +86,15 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
             for oid, name, relkind, is_partition, key, cols, overriding in tables:
                 if relkind == "r":  # rows live here (partitions included): undo and TRUNCATE capture
                     undo = f"undo_{oid}"
-                    conn.execute(q.undo_function(undo, name, oid, key, list(cols or []), overriding))
+                    conn.execute(undo_function(undo, name, oid, key, list(cols or []), overriding))
                     conn.execute(
                         "INSERT INTO _statekit.tables (rel, key, cols, overriding, undo) "
                         "VALUES (%s, %s, %s, %s, %s)",
                         (oid, key, list(cols or []), overriding, undo),
                     )
-                    conn.execute(q.truncate_trigger(name))
+                    conn.execute(truncate_trigger(name))
                 if not is_partition:
-                    conn.execute(q.row_trigger(name))
+                    conn.execute(row_trigger(name))
             for oid, name in conn.execute(q.SEQUENCES).fetchall():
                 value, called = conn.execute(
                     sql.SQL("SELECT last_value, is_called FROM {}").format(sql.SQL(name))

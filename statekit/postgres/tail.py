@@ -33,7 +33,8 @@ class Tail:
         self._current = False
 
     def position(self) -> int:
-        """The highest ``seq`` the journal holds now (read once if nothing has told it)."""
+        """The highest ``seq`` known: the last move's or read's (the journal is asked only when neither
+        has told it). Entries written after that are what the next read finds."""
         if self.top is None:
             with self._journal.connected() as conn:
                 row = conn.execute("SELECT coalesce(max(seq), 0) FROM _statekit.journal").fetchone()
@@ -51,8 +52,9 @@ class Tail:
                     "rel::regclass::text FROM _statekit.journal WHERE seq > %s GROUP BY rel",
                     (start,),
                 ).fetchall()
-            for rel, top, added, name in rows:
-                self.last[int(rel)] = (int(top), int(added), str(name))
+            for rel, top, added, name in rows:  # merged: a later read of deletions only keeps the adds
+                before = self.last.get(int(rel), (0, 0, ""))
+                self.last[int(rel)] = (int(top), max(before[1], int(added)), str(name))
                 self.top = max(self.top or 0, int(top))
             self._current = True
         return {rel: entry for rel, entry in self.last.items() if entry[0] > seq}

@@ -1,10 +1,11 @@
 """verifiers (0.4) plays ``statekit serve`` episodes: its own OpenEnv taskset, and statekit's native one.
 
 verifiers runs in ``.venv-verifiers`` (``scripts/venv-verifiers.sh``: its pins clash with the dev
-venv's), as a user runs it: ``vf-eval @ eval.toml``, its player's chat program (through uv) asking a
-model for each action. The model is a scripted stand-in on loopback that knows each seed's first
-observation and the reference actions for it: a server that ignored the seed would show it an
-observation it does not know, and the rewards must be statekit's own for those seeds.
+venv's), as a user runs it: ``vf-eval @ eval.toml`` (the three evaluations in one process), its
+player's chat program (through uv) asking a model for each action. The model is a scripted stand-in
+on loopback that knows each seed's first observation and the reference actions for it: a server that
+ignored the seed would show it an observation it does not know, and the rewards must be statekit's
+own for those seeds.
 """
 
 from __future__ import annotations

@@ -526,3 +526,33 @@ def test_an_incremental_digest_sees_rows_of_inheritance_children(pg_cluster: Pos
             assert after == postgres_digest(journal.conninfo, spec) and after != before
         finally:
             made.discard(world)
+
+
+def test_the_tail_keeps_a_tables_additions_across_reads_that_find_only_deletions(
+    strategy: PostgresTemplate,
+) -> None:
+    """The jobs and database-clock controls share one read of the journal (``journal.tail``); a drain
+    reads it again between a step's insert and the clock's check, and finding only a deletion then
+    must not hide the insert from the check."""
+    world = strategy.restore("golden")
+    try:
+        journal = world.handle
+        assert isinstance(journal, Journal)
+        tail = journal.tail
+        start = tail.position()
+        with psycopg.connect(_conninfo(world)) as conn:
+            row = conn.execute("SELECT 'tally'::regclass::oid").fetchone()
+        assert row is not None
+        rel = int(row[0])
+        _sql(_app(world), "INSERT INTO tally VALUES ('tail', 7)")
+        tail.stale()
+        assert tail.since(start)[rel][1] > start
+        _sql(_app(world), "DELETE FROM tally WHERE k = 'tail'")
+        tail.stale()
+        top, added, name = tail.since(start)[rel]
+        assert start < added < top and name == "tally"
+        assert tail.since(top) == {}
+        journal.move(None)  # the tail starts again where the move leaves the journal
+        assert journal.tail.since(journal.tail.position()) == {}
+    finally:
+        strategy.discard(world)
