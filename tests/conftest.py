@@ -88,6 +88,7 @@ def fresh_db_url(pg_cluster: PostgresServer) -> Iterator[str]:
 GROUPS = {
     "code_env": ("tests/code_env/", "statekit[code_env]"),
     "ray": ("tests/ray/",),
+    "verifiers": ("tests/integrations/test_verifiers.py::",),  # its module fixture runs every vf-eval once
     "docker": (
         "tests/containers/",
         "tests/docker/",
@@ -95,7 +96,8 @@ GROUPS = {
         "tests/assay/test_adapters_ship.py::",  # ... for both files
     ),
 }
-"""Per group, the node ids (by prefix) whose tests run in one process, one at a time."""
+"""Per group, the node ids (by prefix) whose tests run in one process, one at a time (a module
+fixture that is costly to run twice counts too: split over processes, each would run it)."""
 
 SLOW = (
     "tests/code_env/",
