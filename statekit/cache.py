@@ -45,12 +45,11 @@ import logging
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from statekit.determinism.controls import Controls
 from statekit.determinism.egress import EgressScope
@@ -69,7 +68,6 @@ log = logging.getLogger(__name__)
 
 GiB = 1 << 30
 INDEX_FORMAT = 1
-V = TypeVar("V")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -112,21 +110,6 @@ class CacheEntry:
             "pinned": self.pinned,
             "leased": self.leased,
         }
-
-
-class Memo(OrderedDict[str, V]):
-    """A dict that keeps its ``size`` most recently written entries: per-golden facts an environment
-    remembers (the golden's digest) must not grow with every seed a long run of seedless resets draws."""
-
-    def __init__(self, size: int = 4096) -> None:
-        super().__init__()
-        self.size = size
-
-    def __setitem__(self, key: str, value: V) -> None:
-        super().__setitem__(key, value)
-        self.move_to_end(key)
-        while len(self) > self.size:
-            self.popitem(last=False)
 
 
 _SCHEMA = """

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from statekit.adapter import Adapter, EnvSettings, Episode, Outcome
-from statekit.cache import Memo, WorldCache
+from statekit.cache import WorldCache
 from statekit.cache import world_key as world_key  # re-exported: benchmarks and tools import it from here
 from statekit.capabilities import StateDumps, capability, replay_control
 from statekit.collateral import ChangeSet, Verdict
@@ -37,6 +37,7 @@ from statekit.errors import (
 )
 from statekit.forks import Forking, Forks
 from statekit.live import Live, Step
+from statekit.memo import Memo
 from statekit.referee import Referee
 from statekit.strategies.base import Health, ResetStrategy
 from statekit.tools import check_reset_options, parse_action

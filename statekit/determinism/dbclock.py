@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from statekit.determinism.base import Control, Violation
 from statekit.determinism.clock import VirtualClock
 from statekit.digest.coverage import reads_database_clock
+from statekit.memo import Memo
 
 if TYPE_CHECKING:
     from statekit.postgres.journal import Journal
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
 
 WINDOW = timedelta(days=1)
 """How near the real clock a value must be to count, and (twice it) how far the virtual clock must be."""
-_COLUMNS: dict[tuple[str, int], list[tuple[str, bool]]] = {}
+_COLUMNS: Memo[tuple[str, int], list[tuple[str, bool]]] = Memo()
 """Timestamp columns per (database, table oid): ``(name, has time zone)``. Clones keep their oids."""
-_QUERIES: dict[tuple[str, tuple[tuple[int, str], ...]], str] = {}
+_QUERIES: Memo[tuple[str, tuple[tuple[int, str], ...]], str] = Memo()
 """The check's statement per (database, tables written), composed once."""
 
 
@@ -126,8 +127,6 @@ class _Watch:
             for rel, table in stamped
         ]
         text = (sql.SQL(" UNION ALL ").join(parts) + sql.SQL(" LIMIT 20")).as_string(conn)
-        if len(_QUERIES) > 4096:
-            _QUERIES.clear()
         _QUERIES[key] = text
         return text
 
@@ -141,8 +140,6 @@ class _Watch:
                 "AND a.atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype) ORDER BY a.attnum",
                 (rel,),
             ).fetchall()
-            if len(_COLUMNS) > 4096:
-                _COLUMNS.clear()
             _COLUMNS[key] = [
                 (str(name), bool(tz))
                 for name, tz, default in rows

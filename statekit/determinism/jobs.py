@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from statekit.determinism.base import Control
 from statekit.determinism.controls import clock
+from statekit.memo import Memo
 
 if TYPE_CHECKING:
     from statekit.postgres.journal import Journal
@@ -80,7 +81,7 @@ class JobQueue:
         return self._rel in written
 
 
-_OIDS: dict[tuple[str, str], int] = {}
+_OIDS: Memo[tuple[str, str], int] = Memo()
 """The queue table's oid per (database, table): clones keep their oids, so a world reads it once."""
 
 
@@ -90,8 +91,6 @@ def _oid(journal: Journal, table: str) -> int:
         with journal.connected() as conn:
             row = conn.execute("SELECT %s::regclass::oid", (table,)).fetchone()
         assert row is not None
-        if len(_OIDS) > 4096:  # a world per episode (clones) would grow it for as long as a server runs
-            _OIDS.clear()
         _OIDS[key] = int(row[0])
     return _OIDS[key]
 

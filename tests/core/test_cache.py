@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import statekit
-from statekit.cache import CacheIndex, Memo, WorldCache, parse_size
+from statekit.cache import CacheIndex, WorldCache, parse_size
 from statekit.determinism.ids import SeededIds
 from statekit.entropy import true_token
 from statekit.errors import ConfigError
+from statekit.memo import Memo
 from statekit.seeds import WorldSet
 from statekit.strategies.memory import InMemory
 from statekit.testing.ledger import LedgerAdapter
