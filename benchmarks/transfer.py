@@ -5,9 +5,10 @@
 What a trainer pays to move a 20-step claims episode to another environment (resume an interrupted
 rollout, branch a state, drain a node): export on one environment, import on another (the default
 ``rewind`` strategy, embedded PostgreSQL, ``max_steps=100`` so 20 steps fit), back to back, beside
-what the same episode costs played from ``reset`` (the floor an import by replay cannot beat) and a
-bare ``reset``. The episode is ``list_claims`` reads, then the reference solution's steps. Prints
-p50/p90 and each against the replay.
+what the same episode costs played from ``reset`` (what an import by replay would cost) and a bare
+``reset`` (the floor of an import, which resets first and then applies the world's changes). The
+episode is ``list_claims`` reads, then the reference solution's steps. Prints p50/p90, each against
+the replay, and how the imports were served.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections import Counter
 
 from timing import percentile_ms
 
@@ -31,6 +33,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     samples: dict[str, list[float]] = {"reset": [], "reset + steps": [], "export": [], "import": []}
     size = 0
+    served: Counter[str] = Counter()
     with (
         statekit.make("claims_app", max_steps=100) as env,
         statekit.make("claims_app", max_steps=100) as other,
@@ -52,12 +55,14 @@ def main() -> int:
             samples["export"].append(time.perf_counter() - t0)
             size = len(blob)
             t0 = time.perf_counter()
-            other.import_episode(blob)
+            _, info = other.import_episode(blob)
             samples["import"].append(time.perf_counter() - t0)
+            served[str(info["imported"])] += 1
             assert other.state().digest == env.state().digest
     print(
         f"transfer: claims_app (default strategy rewind), {len(script)}-step episodes x {args.episodes}, "
-        f"blob {size} bytes; load average before {load:.2f} on {os.cpu_count()} cores"
+        f"blob {size} bytes; load average before {load:.2f} on {os.cpu_count()} cores; imports served by "
+        f"{dict(served)}"
     )
     floor = percentile_ms(samples["reset + steps"], 0.5)
     for name, values in samples.items():

@@ -166,7 +166,7 @@ class Environment(Forking, Transferring):
         info = live.info(**noted)
         if terminated and self.last_verdict is not None:
             info["verdict"] = self.last_verdict.as_dict()
-        return StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple()
+        return live.returned(StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple())
 
     def state(self) -> State:
         """Episode id, step count, seed, virtual clock and the world's digest."""
@@ -351,8 +351,7 @@ class Environment(Forking, Transferring):
         world: World | None = None,
         at: Digest | None = None,
     ) -> tuple[JSON, dict]:
-        """Start an episode on a copy of ``key`` (or on ``world``, rewound to a bookmark whose digest
-        is ``at``)."""
+        """Start an episode on a copy of ``key`` (or on ``world``, at a bookmark whose digest is ``at``)."""
         world = world or self.strategy.restore(key)
         served = self.strategy.last_restore
         try:
@@ -386,6 +385,7 @@ class Environment(Forking, Transferring):
             "world": served,
             "metadata": self.adapter.metadata(),
         }
+        live.last = (observation, info)
         return observation, info
 
     def _golden_dump(self, seed: int) -> StateDump:
@@ -401,7 +401,9 @@ class Environment(Forking, Transferring):
         so the episode cannot go on), and the reason in the observation and ``info["error"]``."""
         live.done = True
         observation = {"error": {"code": code, "message": message}}
-        return StepResult(observation, 0.0, False, True, live.info(error=observation)).as_tuple()
+        return live.returned(
+            StepResult(observation, 0.0, False, True, live.info(error=observation)).as_tuple()
+        )
 
     def _max_steps(self, episode: Episode) -> int:
         return self._cap or episode.task.max_steps

@@ -33,6 +33,8 @@ class Live:
     done: bool = False
     actions: list[JSON] = field(default_factory=list)
     """Every action since the episode began, as given: its path (``statekit.transfer`` replays it)."""
+    last: tuple[JSON, dict[str, JSON]] = (None, {})
+    """The observation and info the latest reset, step or restore returned (an export carries them)."""
 
     def record(self, action: Any) -> None:
         """Add a step's action to the path (a copy: a caller may reuse its dict for the next action).
@@ -42,6 +44,11 @@ class Live:
             self.actions.append(copy.deepcopy(action))
         except RecursionError:
             self.actions.append(action)
+
+    def returned(self, step: Step) -> Step:
+        """``step``, remembered as the latest one returned."""
+        self.last = (step[0], step[4])
+        return step
 
     def info(self, **extra: JSON) -> dict[str, JSON]:
         """A step's ``info``: the episode, the step and the virtual clock after it."""

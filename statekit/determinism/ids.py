@@ -101,13 +101,20 @@ class HeldGenerators:
         for rng, (_, key) in list(self._held.items()):
             _RANDOM_SEED(rng, f"{label}:{key}")
 
-    def states(self) -> dict[int, Any]:
-        return {number: rng.getstate() for rng, (number, _) in list(self._held.items())}
+    def states(self) -> list[tuple[str, Any]]:
+        """``(key, state)`` of each held generator, oldest first: keys, not the order they were made
+        in this process, so the states mean the same to another process (an exported episode)."""
+        return [(key, rng.getstate()) for rng, (_, key) in sorted(self._held.items(), key=lambda h: h[1][0])]
 
-    def set_states(self, states: dict[int, Any]) -> None:
-        for rng, (number, _) in list(self._held.items()):
-            if number in states:
-                rng.setstate(states[number])
+    def set_states(self, states: list[tuple[str, Any]]) -> None:
+        """Give each held generator the state saved under its key. Where several share a key (apps kept
+        warm on several worlds made them at one site), the latest made take the latest saved."""
+        saved: dict[str, list[Any]] = {}
+        for key, state in states:
+            saved.setdefault(key, []).append(state)
+        for rng, (_, key) in sorted(self._held.items(), key=lambda h: -h[1][0]):
+            if saved.get(key):
+                rng.setstate(saved[key].pop())
 
 
 class SeededIds(Control):
@@ -142,14 +149,16 @@ class SeededIds(Control):
 
         return seed
 
-    def save(self) -> tuple[Any, Any, Any, dict[int, Any]]:
-        return self._os.rng.getstate(), self._entropy.rng.getstate(), self._global, self._held.states()
+    def save(self) -> tuple[Any, Any, Any, list[tuple[str, Any]], dict[str, int]]:
+        streams = self._os.rng.getstate(), self._entropy.rng.getstate(), self._global
+        return (*streams, self._held.states(), dict(self._sites))
 
-    def load(self, state: tuple[Any, Any, Any, dict[int, Any]]) -> None:
+    def load(self, state: tuple[Any, Any, Any, list[tuple[str, Any]], dict[str, int]]) -> None:
         self._os.rng.setstate(state[0])
         self._entropy.rng.setstate(state[1])
         self._global = state[2]
         self._held.set_states(state[3])
+        self._sites = Counter(state[4])  # a generator made later at a site gets the key it would have
         self._started = True  # a fork continues the held generators; it does not re-seed them
 
     @contextmanager

@@ -282,9 +282,7 @@ class Journal:
             if reason:
                 raise RewindError(reason)
             row = self._call(
-                "SELECT _statekit.sequence_positions(), "
-                "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
-                "FROM _statekit.journal_seq_seq)",
+                f"SELECT _statekit.sequence_positions(), ({q.NEXT_SEQ})",
                 (),
                 roll_back_prepared=False,  # they are part of the world being marked: copy it instead
             )
@@ -334,8 +332,7 @@ class Journal:
             seqs = json.dumps(to.sequences if to is not None else {})
             row = self._call(
                 "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s, %s, %s, %s), "
-                "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
-                "FROM _statekit.journal_seq_seq)",
+                f"({q.NEXT_SEQ})",
                 (multirange(fwd), multirange(back), seqs, reset, self.role, self._outside, verify),
             )
             if reset:
@@ -345,6 +342,80 @@ class Journal:
                 self._base, self._open_from = target, int(row[1])
             self.tail = Tail(self, int(row[1]) - 1 if not reset else 0)
             return int(row[0])
+
+    # -- moving a world's changes to another copy of its golden -------------------------------
+    def changes(self) -> dict[str, Any]:
+        """The world's net changes since its golden, as data ``apply_changes`` applies to another copy
+        of the same golden (in another process or on another machine): per table, by qualified name,
+        each distinct row image with its net count, and every sequence's position. O(changes)."""
+        with self._lock:
+            missing = self.unavailable()
+            if missing:
+                raise RewindError(missing)
+            # the application's connections end first (quiet), so nothing straddles the read
+            dirty, positions, next_seq = self._call(
+                f"SELECT (SELECT dirty FROM _statekit.meta), _statekit.sequence_positions(), ({q.NEXT_SEQ})",
+                (),
+                roll_back_prepared=False,  # they are part of the world: it cannot move without them
+            )
+            if dirty:
+                raise RewindError(str(dirty))
+            path = multirange(self._path_to(int(next_seq)))
+            (found,) = tuples(self.connection(), q.CHANGES, (path, json.dumps(positions)))
+        return {"rows": found[0], "sequences": found[1]}
+
+    def apply_changes(self, changes: dict[str, Any]) -> int:
+        """Bring this copy, which must be at its golden, to ``changes`` (what ``changes`` read from
+        another copy of the golden): they enter its journal as if its own episode had written them, so
+        it rewinds as usual. Each change must land (every row to delete found), so the copy ends
+        exactly where the one they were read from was, given the same golden. One transaction: a
+        refused or failed apply leaves the copy at its golden. Returns rows moved; RewindError says
+        why it could not."""
+        try:
+            rows, seqs = list(changes["rows"]), dict(changes["sequences"])
+            flat: list[tuple[str, int, str]] = [(str(t), int(n), str(img)) for t, n, img in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RewindError(f"not a journal's changes: {exc}") from exc
+        with self._lock:
+            missing = self.unavailable()  # a tainted journal: the move below refuses, with the reason
+            if missing:
+                raise RewindError(missing)
+            conn = self.connection()
+            conn.read_only = False
+            try:
+                with conn.transaction():
+                    ((unknown, moved_on),) = tuples(
+                        conn, q.TAKE_CHECK, (sorted({r[0] for r in flat}), json.dumps(seqs), self._open_from)
+                    )
+                    if self._base or moved_on:
+                        raise RewindError("changes are taken by a copy at its golden only")
+                    if unknown:
+                        raise RewindError(f"this world has no journaled {', '.join(unknown)}")
+                    conn.execute(q.TAKE_ROWS, (json.dumps(flat),))
+                    (moved,) = tuples(
+                        conn,
+                        "SELECT _statekit.move(%s::int8multirange, '{}', "
+                        f"({q.SEQUENCE_OIDS}), false, %s, %s, false), ({q.NEXT_SEQ})",
+                        (
+                            multirange([(self._open_from, OPEN_END)]),
+                            json.dumps(seqs),
+                            self.role,
+                            self._outside,
+                        ),
+                    )
+                    expected = sum(abs(n) for _, n, _ in flat)
+                    if int(moved[0]) != expected:  # a row to delete was not there: another golden
+                        raise RewindError(
+                            f"{expected} row changes to apply, {moved[0]} applied: this copy's golden is not "
+                            "the one the changes were read against"
+                        )
+            except psycopg.Error as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise RewindError(message.split("statekit-dirty: ", 1)[-1]) from exc
+            finally:
+                conn.read_only = True
+            self.tail = Tail(self, int(moved[1]) - 1)
+            return int(moved[0])
 
     # -- reading changes --------------------------------------------------------------------------
     @staticmethod

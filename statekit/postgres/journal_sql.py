@@ -430,3 +430,41 @@ a session that takes it (a superuser's) would otherwise go unseen."""
 
 GOLDEN = "INSERT INTO _statekit.golden SELECT * FROM _statekit.state_of()"
 """Fingerprint the golden being published (after everything else is installed)."""
+
+NEXT_SEQ = "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM _statekit.journal_seq_seq"
+"""The ``seq`` the journal's next entry gets."""
+
+# Moving a world's changes to another copy of its golden (``Journal.changes`` and ``Journal.apply_changes``):
+# tables and sequences travel by qualified name, row images as their text, net counts per image.
+CHANGES = """
+SELECT (SELECT coalesce(jsonb_agg(jsonb_build_array(format('%%I.%%I', n.nspname, c.relname), x.c, x.img)
+                                  ORDER BY c.oid, x.img), '[]')
+        FROM (SELECT j.rel, j.img, sum(j.sign)::integer AS c FROM _statekit.journal j
+              WHERE j.seq <@ %s::int8multirange GROUP BY j.rel, j.img HAVING sum(j.sign) <> 0) x
+        JOIN pg_class c ON c.oid = x.rel JOIN pg_namespace n ON n.oid = c.relnamespace),
+       (SELECT coalesce(jsonb_object_agg(format('%%I.%%I', n.nspname, c.relname), s.value), '{}')
+        FROM jsonb_each(%s::jsonb) s JOIN pg_class c ON c.oid = s.key::oid
+        JOIN pg_namespace n ON n.oid = c.relnamespace)
+"""
+"""The net row images on a path (per table, each distinct image with its count) and the sequences'
+positions ({oid: position}) by qualified name."""
+SEQUENCE_OIDS = (
+    "SELECT coalesce(jsonb_object_agg(to_regclass(s.key)::oid::text, s.value), '{}') "
+    "FROM jsonb_each(%s::jsonb) s"
+)
+TAKE_CHECK = """
+SELECT (SELECT array_agg(DISTINCT u.what ORDER BY u.what) FROM (
+    SELECT 'table ' || t AS what FROM unnest(%s::text[]) t
+    WHERE to_regclass(t) IS NULL OR to_regclass(t)::oid NOT IN (SELECT rel FROM _statekit.tables)
+    UNION ALL
+    SELECT 'sequence ' || s.key FROM jsonb_each(%s::jsonb) s
+    WHERE to_regclass(s.key) IS NULL OR to_regclass(s.key)::oid NOT IN (SELECT rel FROM _statekit.sequences)
+) u), EXISTS (SELECT 1 FROM _statekit.journal WHERE seq >= %s)
+"""
+"""What of the changes to take this world lacks (tables, sequences), and whether it has entries on its
+open path (since its last move: then it is not at the point the changes start from)."""
+TAKE_ROWS = """
+INSERT INTO _statekit.journal (rel, sign, img)
+SELECT to_regclass(r ->> 0)::oid, sign((r ->> 1)::integer), r ->> 2
+FROM jsonb_array_elements(%s::jsonb) r CROSS JOIN generate_series(1, abs((r ->> 1)::integer))
+"""

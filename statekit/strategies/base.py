@@ -128,6 +128,20 @@ class ResetStrategy(ABC):
     def forget(self, mark: Any) -> None:  # noqa: B027 - nothing to release by default
         """Release a bookmark made by ``mark`` (its saved state, its hold on the journal)."""
 
+    # -- optional: a copy's changes as data, for another copy of its golden -----------------------
+    def changes(self, world: World) -> Any:
+        """``world``'s changes since its golden, as JSON data that ``apply_changes`` brings another fresh
+        copy of the same golden to, wherever it lives (an episode that moves: ``statekit.transfer``).
+
+        Raises RewindError when this strategy (or this world) cannot tell them.
+        """
+        raise RewindError(f"the {self.name} strategy cannot read a world's changes")
+
+    def apply_changes(self, world: World, changes: Any) -> None:
+        """Bring ``world``, a fresh copy of the golden ``changes`` were read against, to them. Raises
+        RewindError (the world then still at its golden) when it cannot."""
+        raise RewindError(f"the {self.name} strategy cannot apply a world's changes")
+
     # -- what it can do, asked instead of its class --------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
@@ -232,6 +246,12 @@ class StrategyWrapper(ResetStrategy):
 
     def forget(self, mark: Any) -> None:
         self.inner.forget(mark)
+
+    def changes(self, world: World) -> Any:
+        return self.inner.changes(world)
+
+    def apply_changes(self, world: World, changes: Any) -> None:
+        self.inner.apply_changes(world, changes)
 
     def take(self, world_id: str) -> World | None:
         return self.inner.take(world_id)

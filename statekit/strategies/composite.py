@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from statekit.digest.canonical import canonical_json
 from statekit.errors import ConfigError, ResetError, RewindError, ServerDown
@@ -173,6 +174,21 @@ class Composite(ResetStrategy):
             for name, part_mark in mark.items():
                 if name in self.parts:
                     self._quietly(f"forgetting {name}'s bookmark", self.parts[name].forget, part_mark)
+
+    def changes(self, world: World) -> Any:
+        worlds = self._part_worlds(world)
+        return {name: part.changes(worlds[name]) for name, part in self.parts.items()}
+
+    def apply_changes(self, world: World, changes: Any) -> None:
+        """Every part takes its changes, or the world goes back to its golden (the caller's to discard)."""
+        worlds = self._part_worlds(world)
+        if not (isinstance(changes, dict) and set(changes) == set(self.parts)):
+            raise RewindError(f"those changes are not of composite {self.name}")
+        for name, part in self.parts.items():
+            try:
+                part.apply_changes(worlds[name], changes[name])
+            except RewindError as exc:
+                raise RewindError(f"{name}: {exc.reason}") from exc
 
     def health(self, *, fresh: bool = False) -> Health:
         seen = [(name, part.health(fresh=fresh)) for name, part in self.parts.items()]

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from statekit.entropy import true_token
 from statekit.errors import ConfigError, ResetError, RewindError
+from statekit.strategies import tree_changes
 from statekit.strategies.base import Builder, Capabilities, ResetStrategy, World
 from statekit.strategies.filesystems import (
     OVERLAY_UNSAFE,
@@ -305,6 +306,23 @@ class CowFilesystem(ResetStrategy):
             raise
         except (OSError, ResetError) as exc:
             raise RewindError(f"rewinding {copy} failed: {exc}") from exc
+
+    def changes(self, world: World) -> object:
+        """What the copy changed since its golden (``tree_changes``): from its overlay upper directory,
+        or its restore-time manifest; a btrfs copy keeps neither."""
+        handle = self._copy_of(world)
+        copy = self._copies / world.id
+        if handle.upper is not None:
+            return tree_changes.describe(copy, *tree_changes.overlay_changed(handle.upper))
+        if self.method == "btrfs":
+            raise RewindError("a btrfs copy cannot tell its changes without a full comparison")
+        return tree_changes.describe(copy, tree_changes.manifest_changed(copy, handle.manifest))
+
+    def apply_changes(self, world: World, changes: object) -> None:
+        self._copy_of(world)
+        if not isinstance(changes, list):
+            raise RewindError("not a directory's changes")
+        tree_changes.apply(self._copies / world.id, changes)
 
     def _rewind_overlay(self, copy: Path, handle: CowCopy, saved: Path | None) -> None:
         """Unmount, empty the upper dir (or put the bookmark's back), mount again at the same path.

@@ -306,6 +306,12 @@ class PostgresTemplate(ResetStrategy):
                 if self._marks[mark.world_id] > 0:
                     self._marks[mark.world_id] -= 1
 
+    def changes(self, world: World) -> Any:
+        return self._journal(world).changes()
+
+    def apply_changes(self, world: World, changes: Any) -> None:
+        self._journal(world).apply_changes(changes)
+
     def drop(self, key: str) -> None:
         self.server.drop_database(self.names.golden(key))
 

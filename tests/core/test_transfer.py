@@ -53,8 +53,31 @@ def test_a_claims_episode_moves_to_another_process_and_continues_identically(
     )
     assert moved.returncode == 0, moved.stderr[-3000:]
     there = json.loads(moved.stdout.splitlines()[-1])
-    assert there["first"] == last and there["imported"] is True
+    assert there["first"] == last and there["imported"] == "changes"  # the world travelled, not the path
     assert there["steps"] == here and here[-1][2] is True  # the reference script ends the episode
+
+
+def test_changes_that_cannot_be_applied_fall_back_to_replay_and_another_golden_is_refused(
+    pg_url: str,
+) -> None:
+    with (
+        statekit.make("claims_app", db_url=pg_url) as env,
+        statekit.make("claims_app", db_url=pg_url) as other,
+    ):
+        env.reset(seed=7)
+        for action in env.adapter.reference_actions(env.task)[:2]:
+            env.step(action)
+        body = json.loads(zlib.decompress(env.export_episode()))
+        rows = body["changes"]["db"]["rows"]
+        assert rows, "the episode wrote rows"
+        table = rows[0][0]
+        body["changes"]["db"]["rows"] = [*rows, [table, -1, "(no such row)"]]  # not this golden's
+        _, info = other.import_episode(zlib.compress(json.dumps(body).encode()))
+        assert info["imported"] == "replay"
+        assert other.state().digest == env.state().digest and other.state().step_count == 2
+        body["golden"] = "0" * 64
+        with pytest.raises(ResetError, match="another golden world"):
+            other.import_episode(zlib.compress(json.dumps(body).encode()))
 
 
 def test_an_episode_exported_after_a_restore_continues_from_the_snapshot() -> None:

@@ -4,12 +4,18 @@ then was seeded, and a fork carries the generator's state. Proved by removing th
 
 from __future__ import annotations
 
+import json
+import random
+import uuid
 from typing import Any
 
 import statekit
 from statekit.determinism.clock import epoch_for
+from statekit.determinism.controls import Controls, ControlsState
 from statekit.determinism.host import HOSTNAME
+from statekit.determinism.ids import HeldGenerators
 from statekit.strategies.rewinding import Rewinding
+from statekit.transfer import _decode, _encode
 
 from .wild_app import WildAdapter
 
@@ -60,3 +66,32 @@ def test_a_fork_carries_the_warm_apps_generator() -> None:
         env.restore(fork)
         again = env.step({"tool": "raffle"})[0]
     assert after == again
+
+
+def _generator() -> random.Random:
+    return random.Random()  # made here, so every generator made by this line shares its site
+
+
+def test_the_controls_state_moves_to_another_process_by_where_generators_were_made() -> None:
+    """What an exported episode carries: held generators matched by the site that made them (not by
+    the order they were made in one process), and how many each site made."""
+    here, there = HeldGenerators(), HeldGenerators()
+    source = Controls(5, held=here)
+    with source.active():
+        app = _generator()  # the application's own, made at its start
+        app.random()
+    with Controls(9, held=there).active():
+        random.Random()  # another generator made first there: numbers differ between the processes
+        moved_app = _generator()
+    state = source.save()
+    travelled = ControlsState(
+        tuple((name, _decode(json.loads(json.dumps(_encode(value))))) for name, value in state.states)
+    )
+    target = Controls(5, held=there)
+    target.load(travelled)
+    with source.active():
+        later = _generator()  # a second generator made at the same site, after the move
+        expected = [app.random(), later.random(), uuid.uuid4()]
+    with target.active():
+        moved_later = _generator()
+        assert [moved_app.random(), moved_later.random(), uuid.uuid4()] == expected

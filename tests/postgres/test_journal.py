@@ -4,6 +4,7 @@ incremental digest equals a full one, and what the journal cannot express is ref
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import string
 import threading
@@ -233,6 +234,61 @@ def test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact(
     strategy.rewind(world)
     assert first_difference(logical_state(_conninfo(world)), golden_state) is None
     assert postgres_digest(journal, SPEC, since=digest) == golden
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), steps=st.integers(1, 8))
+def test_changes_read_from_one_copy_bring_another_to_the_same_rows_and_sequences(
+    strategy: PostgresTemplate, world: World, golden_state: dict[str, Any], seed: int, steps: int
+) -> None:
+    """What an exported episode carries: every row (all columns, not only the digested) and every
+    sequence arrives; the copy that took them digests like its source and rewinds to the golden."""
+    rng = random.Random(seed)
+    with psycopg.connect(_app(world), autocommit=True) as app:
+        for _ in range(steps):
+            _op(app, rng)
+    changes = json.loads(json.dumps(strategy.changes(world)))  # as it travels
+    other = strategy.restore("golden")
+    try:
+        strategy.apply_changes(other, changes)
+        assert first_difference(logical_state(_conninfo(other)), logical_state(_conninfo(world))) is None
+        journal = other.handle
+        assert isinstance(journal, Journal)
+        assert postgres_digest(journal, SPEC) == postgres_digest(_conninfo(world), SPEC)
+        strategy.rewind(other)
+        assert first_difference(logical_state(_conninfo(other)), golden_state) is None
+    finally:
+        strategy.discard(other)
+        strategy.rewind(world)
+
+
+def test_changes_are_refused_with_the_reason_and_leave_the_copy_at_its_golden(
+    strategy: PostgresTemplate, golden_state: dict[str, Any]
+) -> None:
+    source, other = strategy.restore("golden"), strategy.restore("golden")
+    try:
+        _sql(
+            _conninfo(source),
+            "UPDATE people SET name = 'moved' WHERE id = 1",
+            "DELETE FROM pairs WHERE a = 2",
+        )
+        changes = strategy.changes(source)
+        missing = {**changes, "rows": [*changes["rows"], ["public.people", -1, "(999,ghost,,,,,,,,,,,)"]]}
+        with pytest.raises(RewindError, match="golden is not the one"):
+            strategy.apply_changes(other, missing)  # a row to delete that this golden does not hold
+        unknown = {**changes, "rows": [*changes["rows"], ["public.nowhere", 1, "(1)"]]}
+        with pytest.raises(RewindError, match=r"no journaled table public\.nowhere"):
+            strategy.apply_changes(other, unknown)
+        with pytest.raises(RewindError, match="not a journal's changes"):
+            strategy.apply_changes(other, {"rows": 7})
+        assert first_difference(logical_state(_conninfo(other)), golden_state) is None
+        strategy.apply_changes(other, changes)
+        with pytest.raises(RewindError, match="at its golden only"):
+            strategy.apply_changes(other, changes)  # twice: the copy is no longer at its golden
+        assert first_difference(logical_state(_conninfo(other)), logical_state(_conninfo(source))) is None
+    finally:
+        strategy.discard(source)
+        strategy.discard(other)
 
 
 def test_bookmarks_form_a_tree(strategy: PostgresTemplate, golden_state: dict[str, Any]) -> None:

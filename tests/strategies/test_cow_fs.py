@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from statekit.digest.files import file_rows
-from statekit.errors import ConfigError, ResetError
+from statekit.errors import ConfigError, ResetError, RewindError
 from statekit.strategies.base import ResetStrategy, World
 from statekit.strategies.cow_fs import CowFilesystem, filesystem_type, mounts_under
 from statekit.strategies.prewarmed import Prewarmed
@@ -100,6 +100,58 @@ def test_same_state_same_digest_whatever_the_method(fs_root: Path, method: str, 
         FILES_PROBE.mutate(got)
         FILES_PROBE.mutate(expected)
         assert FILES_PROBE.read(got) == FILES_PROBE.read(expected)
+
+
+def _tree(root: str) -> dict[str, tuple[str, int, str]]:
+    """Every entry under ``root``: its kind, permission bits and content (or link target)."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if os.path.islink(path):
+                entry = ("link", 0, os.readlink(path))
+            elif os.path.isdir(path):
+                entry = ("dir", st.st_mode & 0o7777, "")
+            else:
+                entry = ("file", st.st_mode & 0o7777, Path(path).read_bytes().hex())
+            out[os.path.relpath(path, root)] = entry
+    return out
+
+
+def _replace_dir(world: World) -> None:
+    """A directory removed and made again: on overlay, an opaque one hiding the golden's entries."""
+    root = Path(world.location)
+    for entry in (root / "sub").iterdir():
+        entry.unlink()
+    (root / "sub").rmdir()
+    (root / "sub").mkdir(mode=0o700)
+    (root / "sub" / "d.txt").write_text("delta\n")
+    (root / "a.txt").rename(root / "renamed.txt")
+
+
+@cases
+def test_changes_read_from_one_copy_bring_another_to_the_same_tree(fs_root: Path, method: str) -> None:
+    with make_cow(fs_root, method) as strategy:
+        strategy.capture("k1", FILES_PROBE.build)
+        source, other = strategy.restore("k1"), strategy.restore("k1")
+        golden = _tree(other.location)
+        FILES_PROBE.mutate(source)
+        _replace_dir(source)
+        if method == "btrfs":
+            with pytest.raises(RewindError, match="btrfs"):
+                strategy.changes(source)
+            return
+        changes = json.loads(json.dumps(strategy.changes(source)))  # as it travels
+        strategy.apply_changes(other, changes)
+        assert _tree(other.location) == _tree(source.location)
+        assert FILES_PROBE.read(other) == FILES_PROBE.read(source)
+        strategy.rewind(other)
+        assert _tree(other.location) == golden
+        for escape in ("../outside.txt", "/etc/statekit-test", "link/../../x"):
+            with pytest.raises(RewindError, match="not a path inside the copy"):
+                strategy.apply_changes(other, [["file", escape, 0o644, ""]])
+        assert _tree(other.location) == golden
 
 
 @pytest.mark.parametrize(
