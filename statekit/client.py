@@ -11,6 +11,7 @@ code and message.
 
 from __future__ import annotations
 
+import base64
 from types import TracebackType
 from typing import Any
 
@@ -74,6 +75,19 @@ class RemoteEnvironment:
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]:
         body = {"session_id": self._session(), "snapshot_id": snapshot_id}
         return self._started(self._call("POST", "/restore", json=body))
+
+    def export_episode(self) -> bytes:
+        """The session's live episode as bytes ``import_episode`` continues, on any server of the
+        same environment or in-process (``Environment.import_episode``)."""
+        data = self._call("POST", "/export", json={"session_id": self._session()})
+        return base64.b64decode(data["episode"])
+
+    def import_episode(self, blob: bytes) -> tuple[JSON, dict]:
+        """Continue an exported episode in this client's session (opening one if it has none)."""
+        body: dict[str, JSON] = {"episode": base64.b64encode(blob).decode()}
+        if self.session_id is not None:
+            body["session_id"] = self.session_id
+        return self._started(self._call("POST", "/import", json=body))
 
     def dump(self) -> StateDump:
         """The canonical rows of this session's world (what its digest is computed from)."""

@@ -166,7 +166,7 @@ class Environment(Forking, Transferring):
         info = live.info(**noted)
         if terminated and self.last_verdict is not None:
             info["verdict"] = self.last_verdict.as_dict()
-        return live.returned(StepResult(outcome.observation, reward, terminated, truncated, info).as_tuple())
+        return live.returned(StepResult(outcome.observation, reward, terminated, truncated, info))
 
     def state(self) -> State:
         """Episode id, step count, seed, virtual clock and the world's digest."""
@@ -401,9 +401,7 @@ class Environment(Forking, Transferring):
         so the episode cannot go on), and the reason in the observation and ``info["error"]``."""
         live.done = True
         observation = {"error": {"code": code, "message": message}}
-        return live.returned(
-            StepResult(observation, 0.0, False, True, live.info(error=observation)).as_tuple()
-        )
+        return live.returned(StepResult(observation, 0.0, False, True, live.info(error=observation)))
 
     def _max_steps(self, episode: Episode) -> int:
         return self._cap or episode.task.max_steps

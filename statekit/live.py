@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.adapter import Episode
-from statekit.contract import JSON
+from statekit.contract import JSON, StepResult
 from statekit.determinism.controls import Controls
 from statekit.digest.compute import Digest
 from statekit.world import World
@@ -45,10 +45,10 @@ class Live:
         except RecursionError:
             self.actions.append(action)
 
-    def returned(self, step: Step) -> Step:
-        """``step``, remembered as the latest one returned."""
-        self.last = (step[0], step[4])
-        return step
+    def returned(self, result: StepResult) -> Step:
+        """``result`` as the 5-tuple ``step`` returns, remembered as the latest one returned."""
+        self.last = (result.observation, result.info)
+        return result.as_tuple()
 
     def info(self, **extra: JSON) -> dict[str, JSON]:
         """A step's ``info``: the episode, the step and the virtual clock after it."""

@@ -5,13 +5,14 @@ The blob holds what decides the world (the adapter and its fingerprint, the spec
 settings, the seed and options), the episode's path (every action since the reset), the digest the
 world had, and, where the strategy can read them (``ResetStrategy.changes``: PostgreSQL's change
 journal), the world's changes since its golden and the controls' state (virtual clock, generators).
-Importing resets to the seed's world, then applies those changes (the cost of what changed, not of
-the steps that made them) and continues the controls where they were; without changes, or when
-they cannot be applied here, it replays the actions under the episode's controls instead. Reset and
-step are deterministic (``statekit check`` proves it per adapter), so either way the world, the
-virtual clock and the generators end where the exporter's were, and the import compares digests to
-be sure: a world that came out different is an error, never a silent fork. Outbound calls replay
-from cassettes and egress is closed, so neither way repeats a side effect outside the world.
+Importing resets to the seed's world and compares its golden's digest with the exporter's, then
+applies those changes (the cost of what changed, not of the steps that made them) and continues the
+controls where they were: the same golden with every change landed (``apply_changes`` checks) is
+the exporter's world. Without changes, or when they cannot be applied here, it replays the actions
+under the episode's controls instead and compares the world's digest with the exporter's (reset and
+step are deterministic: ``statekit check`` proves it per adapter). A world that comes out different
+is an error, never a silent fork. Outbound calls replay from cassettes and egress is closed, so
+neither way repeats a side effect outside the world.
 
 Applying changes assumes, as ``restore`` does, that an episode's state is its world and its controls:
 the application's own episode object is the one its reset made, as the exporter's was. A blob is
@@ -88,6 +89,13 @@ def _decode(value: JSON) -> Any:
     return value
 
 
+def _started(start: dict[str, JSON], last: dict[str, JSON], how: str) -> dict[str, JSON]:
+    """An import's info: the episode's start here (its id, tools, task...; not the golden's digest),
+    then the last info returned there, and how the episode came (``imported``)."""
+    here = {k: v for k, v in start.items() if k != "digest"}
+    return {**here, **last, "episode_id": start["episode_id"], "imported": how}
+
+
 class Transferring:
     """``export_episode`` and ``import_episode`` (``Environment`` has them)."""
 
@@ -117,6 +125,11 @@ class Transferring:
                 changes = self.strategy.changes(live.world)
             except RewindError as exc:
                 log.debug("no changes to export (%s): the import will replay the actions", exc.reason)
+        try:  # an adapter control whose state is not data: the import replays instead
+            controls: JSON = [[name, _encode(state)] for name, state in live.controls.save().states]
+        except ConfigError as exc:
+            log.debug("the controls' state cannot move (%s): the import will replay the actions", exc)
+            changes = controls = None
         body = {
             "format": FORMAT,
             "world": _deciding(self.spec, self.adapter),
@@ -128,7 +141,7 @@ class Transferring:
             "digest": self.state().digest,
             "golden": self._goldens[live.key].digest,
             "changes": changes,
-            "controls": [[name, _encode(state)] for name, state in live.controls.save().states],
+            "controls": controls,
             "last": json.loads(json.dumps(live.last, default=str)),
         }
         try:
@@ -156,20 +169,17 @@ class Transferring:
             raise ConfigError(
                 f"the episode was exported from another world: {differ} differ ({world} there, {here} here)"
             )
-        observation, info = self.reset(seed=seed, options=options)
+        observation, start = self.reset(seed=seed, options=options)
         golden = self._goldens[self._require_live().key].digest
         if body.get("golden") != golden:
             raise ResetError(
                 f"the episode was exported from another golden world (digest {str(body.get('golden'))[:12]} "
                 f"there, {golden[:12]} here): is the adapter's world builder deterministic? (statekit check)"
             )
-        if body.get("changes") is not None and self._apply(body):
+        if body.get("changes") is not None and body.get("controls") is not None and self._apply(body):
             # the same golden, every change landed (``apply_changes`` checks): the exporter's world
-            return body["last"][0], {
-                **body["last"][1],
-                "episode_id": info["episode_id"],
-                "imported": "changes",
-            }
+            return body["last"][0], _started(start, body["last"][1], "changes")
+        info = start
         for action in actions:
             observation, _, _, _, info = self.step(action)
         now = self.state()
@@ -178,7 +188,7 @@ class Transferring:
                 f"the imported episode came out different: digest {now.digest[:12]} after {now.step_count} "
                 f"steps, exported {digest[:12]} after {steps} (is this adapter deterministic? statekit check)"
             )
-        return observation, {**info, "imported": "replay"}
+        return observation, _started(start, info, "replay")
 
     def _apply(self, body: dict[str, Any]) -> bool:
         """Bring the episode just reset to the exported one by its changes and controls; False (the
@@ -190,7 +200,7 @@ class Transferring:
             controls = ControlsState(tuple((str(name), _decode(state)) for name, state in body["controls"]))
             last = (body["last"][0], dict(body["last"][1]))
             live.controls.load(controls)
-        except (RewindError, ValueError, TypeError, KeyError) as exc:
+        except Exception as exc:  # the replay that follows is checked by digest: nothing goes unseen
             log.warning("the exported episode cannot be applied here (%s): replaying its actions", exc)
             self._end_episode()  # its world rewinds what was applied, as after any episode
             self.reset(seed=live.seed, options=live.options)

@@ -52,6 +52,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, SupportsIndex
 
 from statekit.determinism.base import Control
+from statekit.entropy import true_token
 
 _RANDOM_SEED = random.Random.seed
 if not hasattr(random, "_urandom"):  # pragma: no cover - every CPython from 3.2 to 3.13 has it
@@ -83,6 +84,13 @@ def _site() -> str:
 _SKIPPED = frozenset({random.__file__, __file__})
 
 
+HeldStates = tuple[str, list[tuple[int, str, Any]]]
+"""A ``HeldGenerators``' token and ``(number, key, state)`` of each generator it holds."""
+IdsState = tuple[Any, Any, Any, HeldStates, dict[str, int]]
+"""The ids control's saved state: its two streams, the global ``random`` state, the held generators'
+states and how many generators each site made."""
+
+
 class HeldGenerators:
     """``random.Random`` instances an application made under one environment's controls, by the key
     they were seeded with (see the module docstring). Holds them weakly: a dropped one is forgotten."""
@@ -90,6 +98,8 @@ class HeldGenerators:
     def __init__(self) -> None:
         self._held: weakref.WeakKeyDictionary[random.Random, tuple[int, str]] = weakref.WeakKeyDictionary()
         self._next = 0
+        self.token = true_token(8)
+        """Names this set in saved states: a state saved from it is matched by number, not by key."""
 
     def add(self, rng: random.Random, key: str) -> None:
         if rng not in self._held:
@@ -101,20 +111,29 @@ class HeldGenerators:
         for rng, (_, key) in list(self._held.items()):
             _RANDOM_SEED(rng, f"{label}:{key}")
 
-    def states(self) -> list[tuple[str, Any]]:
-        """``(key, state)`` of each held generator, oldest first: keys, not the order they were made
-        in this process, so the states mean the same to another process (an exported episode)."""
-        return [(key, rng.getstate()) for rng, (_, key) in sorted(self._held.items(), key=lambda h: h[1][0])]
+    def states(self) -> HeldStates:
+        """This set's token and ``(number, key, state)`` of each held generator, oldest first."""
+        held = sorted(self._held.items(), key=lambda h: h[1][0])
+        return self.token, [(number, key, rng.getstate()) for rng, (number, key) in held]
 
-    def set_states(self, states: list[tuple[str, Any]]) -> None:
-        """Give each held generator the state saved under its key. Where several share a key (apps kept
-        warm on several worlds made them at one site), the latest made take the latest saved."""
-        saved: dict[str, list[Any]] = {}
-        for key, state in states:
-            saved.setdefault(key, []).append(state)
+    def set_states(self, saved: HeldStates) -> None:
+        """Give each held generator its saved state: by number when saved from this very set (a fork,
+        where warm apps of several worlds made generators at one site), else by the key of where it
+        was made, since numbers are one process's order (an exported episode); where several share
+        a key there, the latest made take the latest saved."""
+        token, states = saved
+        if token == self.token:
+            by_number = {number: state for number, _, state in states}
+            for rng, (number, _) in list(self._held.items()):
+                if number in by_number:
+                    rng.setstate(by_number[number])
+            return
+        by_key: dict[str, list[Any]] = {}
+        for _, key, state in states:
+            by_key.setdefault(key, []).append(state)
         for rng, (_, key) in sorted(self._held.items(), key=lambda h: -h[1][0]):
-            if saved.get(key):
-                rng.setstate(saved[key].pop())
+            if by_key.get(key):
+                rng.setstate(by_key[key].pop())
 
 
 class SeededIds(Control):
@@ -149,11 +168,11 @@ class SeededIds(Control):
 
         return seed
 
-    def save(self) -> tuple[Any, Any, Any, list[tuple[str, Any]], dict[str, int]]:
+    def save(self) -> IdsState:
         streams = self._os.rng.getstate(), self._entropy.rng.getstate(), self._global
         return (*streams, self._held.states(), dict(self._sites))
 
-    def load(self, state: tuple[Any, Any, Any, list[tuple[str, Any]], dict[str, int]]) -> None:
+    def load(self, state: IdsState) -> None:
         self._os.rng.setstate(state[0])
         self._entropy.rng.setstate(state[1])
         self._global = state[2]

@@ -8,6 +8,7 @@ error, including FastAPI's own, is answered as ``{"error": {"code", "message"}}`
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import logging
 import time
@@ -31,7 +32,9 @@ from statekit.harness.mcp import install_mcp
 from statekit.harness.models import (
     ClosedResponse,
     ErrorResponse,
+    ExportResponse,
     HealthResponse,
+    ImportRequest,
     MetadataResponse,
     ResetRequest,
     ResetResponse,
@@ -46,7 +49,7 @@ from statekit.harness.models import (
 )
 from statekit.harness.openenv import serve_socket
 from statekit.harness.schemas import environment_schemas
-from statekit.harness.sessions import SessionEnvironment, SessionPool
+from statekit.harness.sessions import Session, SessionEnvironment, SessionPool
 from statekit.harness.worker import make_environment
 from statekit.harness.workers import WorkerPool
 from statekit.strategies.base import Health
@@ -166,22 +169,26 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
     app.state.workers = workers
     _install_error_handlers(app)
 
-    @app.post("/reset", operation_id="reset", response_model=ResetResponse, responses=_SESSION_LINKS)
-    def reset(body: Annotated[ResetRequest, Body(default_factory=ResetRequest)]) -> ResetResponse:
-        """Open a session (or reset ``session_id``'s) and start an episode in the seed's world."""
-        if body.session_id is not None:
-            with pool.use(body.session_id) as session:
-                observation, info = session.reset(body.seed, body.options)
+    def begin(session_id: str | None, start: Callable[[Session], tuple[Any, dict]]) -> ResetResponse:
+        """Start an episode in ``session_id``'s session, or in a new one (closed again if it fails)."""
+        if session_id is not None:
+            with pool.use(session_id) as session:
+                observation, info = start(session)
             return ResetResponse(session_id=session.id, observation=observation, info=info)
         session = pool.open()
         try:
             with pool.use(session.id):
-                observation, info = session.reset(body.seed, body.options)
+                observation, info = start(session)
         except BaseException:
             with suppress(ApiError):
                 pool.close(session.id)
             raise
         return ResetResponse(session_id=session.id, observation=observation, info=info)
+
+    @app.post("/reset", operation_id="reset", response_model=ResetResponse, responses=_SESSION_LINKS)
+    def reset(body: Annotated[ResetRequest, Body(default_factory=ResetRequest)]) -> ResetResponse:
+        """Open a session (or reset ``session_id``'s) and start an episode in the seed's world."""
+        return begin(body.session_id, lambda session: session.reset(body.seed, body.options))
 
     @app.post("/step", operation_id="step", response_model=StepResponse, responses=ERRORS)
     def step(body: StepRequest) -> StepResponse:
@@ -229,6 +236,24 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         with pool.use(body.session_id) as session:
             observation, info = session.restore(body.snapshot_id)
         return ResetResponse(session_id=session.id, observation=observation, info=info)
+
+    @app.post("/export", operation_id="export_episode", response_model=ExportResponse, responses=ERRORS)
+    def export_episode(body: SessionRequest) -> ExportResponse:
+        """The session's live episode as bytes (base64) that ``POST /import`` continues, here or on any
+        server of the same environment; the episode goes on here too."""
+        with pool.use(body.session_id) as session:
+            return ExportResponse(episode=base64.b64encode(session.export_episode()).decode())
+
+    @app.post(
+        "/import", operation_id="import_episode", response_model=ResetResponse, responses=_SESSION_LINKS
+    )
+    def import_episode(body: ImportRequest) -> ResetResponse:
+        """Continue an exported episode in ``session_id``'s session, or in a new one."""
+        try:
+            blob = base64.b64decode(body.episode, validate=True)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_episode", f"episode is not base64: {exc}") from exc
+        return begin(body.session_id, lambda session: session.import_episode(blob))
 
     @app.delete("/session", operation_id="close_session", response_model=ClosedResponse, responses=ERRORS)
     def close_session(

@@ -66,6 +66,17 @@ class RestoreRequest(_Request):
     snapshot_id: Annotated[str, Field(min_length=1, max_length=128)]
 
 
+class ImportRequest(_Request):
+    episode: Annotated[str, Field(min_length=1, description="what POST /export returned (base64)")]
+    session_id: SessionId | None = Field(
+        default=None, description="the session to continue it in; omitted: a new session is opened"
+    )
+
+
+class ExportResponse(BaseModel):
+    episode: str = Field(description="the live episode as base64 bytes: POST /import continues it elsewhere")
+
+
 class ResetResponse(BaseModel):
     session_id: str
     observation: Any

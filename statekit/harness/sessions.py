@@ -52,6 +52,10 @@ class SessionEnvironment(Protocol):
 
     def restore(self, snapshot_id: str) -> tuple[JSON, dict]: ...
 
+    def export_episode(self) -> bytes: ...
+
+    def import_episode(self, blob: bytes) -> tuple[JSON, dict]: ...
+
     def dump(self) -> StateDump: ...
 
     def health(self) -> Health: ...
@@ -114,6 +118,27 @@ class Session:
             raise _unavailable(exc) from exc
         except ResetError as exc:
             raise ApiError(503, "reset_failed", f"the snapshot could not be restored: {exc}") from exc
+
+    def export_episode(self) -> bytes:
+        try:
+            return self.env.export_episode()
+        except ServerDown as exc:
+            raise _unavailable(exc) from exc
+        except ConfigError as exc:
+            raise ApiError(422, "cannot_export", str(exc)) from exc
+
+    def import_episode(self, blob: bytes) -> tuple[JSON, dict[str, JSON]]:
+        """Continue an exported episode in this session (its own episode ends, as with a reset)."""
+        try:
+            observation, info = self.env.import_episode(blob)
+        except ServerDown as exc:
+            raise _unavailable(exc) from exc
+        except ResetError as exc:
+            raise ApiError(409, "import_failed", f"the episode did not continue here: {exc}") from exc
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise ApiError(422, "invalid_episode", f"not an episode this environment takes: {exc}") from exc
+        self.tools = list(info.get("tools") or self.tools)
+        return observation, info
 
 
 class SessionPool:

@@ -43,7 +43,10 @@ from statekit.harness.config import HarnessConfig
 
 log = logging.getLogger(__name__)
 
-ENV_METHODS = frozenset({"reset", "step", "state", "snapshot", "restore", "dump", "health", "close"})
+ENV_METHODS = frozenset(
+    {"reset", "step", "state", "snapshot", "restore", "export_episode", "import_episode"}
+    | {"dump", "health", "close"}
+)
 """What the front may call on a hosted environment: ``Environment``'s contract, nothing else."""
 
 

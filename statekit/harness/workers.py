@@ -98,6 +98,13 @@ class HostedEnvironment:
         result: tuple[JSON, dict] = self._call("restore", snapshot_id)
         return result
 
+    def export_episode(self) -> bytes:
+        return bytes(self._call("export_episode"))
+
+    def import_episode(self, blob: bytes) -> tuple[JSON, dict]:
+        result: tuple[JSON, dict] = self._call("import_episode", blob)
+        return result
+
     def dump(self) -> StateDump:
         result: StateDump = self._call("dump")
         return result

@@ -368,9 +368,9 @@ class Journal:
         """Bring this copy, which must be at its golden, to ``changes`` (what ``changes`` read from
         another copy of the golden): they enter its journal as if its own episode had written them, so
         it rewinds as usual. Each change must land (every row to delete found), so the copy ends
-        exactly where the one they were read from was, given the same golden. One transaction: a
-        refused or failed apply leaves the copy at its golden. Returns rows moved; RewindError says
-        why it could not."""
+        exactly where the one they were read from was, given the same golden. One transaction, the
+        sequences set last: a refused apply leaves the copy at its golden (one that fails while setting
+        the sequences may leave some moved: rewind it). Returns rows moved; RewindError says why not."""
         try:
             rows, seqs = list(changes["rows"]), dict(changes["sequences"])
             flat: list[tuple[str, int, str]] = [(str(t), int(n), str(img)) for t, n, img in rows]
@@ -392,16 +392,11 @@ class Journal:
                     if unknown:
                         raise RewindError(f"this world has no journaled {', '.join(unknown)}")
                     conn.execute(q.TAKE_ROWS, (json.dumps(flat),))
-                    (moved,) = tuples(
+                    (moved,) = tuples(  # rows only: the sequences stay the golden's for now
                         conn,
-                        "SELECT _statekit.move(%s::int8multirange, '{}', "
-                        f"({q.SEQUENCE_OIDS}), false, %s, %s, false), ({q.NEXT_SEQ})",
-                        (
-                            multirange([(self._open_from, OPEN_END)]),
-                            json.dumps(seqs),
-                            self.role,
-                            self._outside,
-                        ),
+                        "SELECT _statekit.move(%s::int8multirange, '{}', '{}', false, %s, %s, false), "
+                        f"({q.NEXT_SEQ})",
+                        (multirange([(self._open_from, OPEN_END)]), self.role, self._outside),
                     )
                     expected = sum(abs(n) for _, n, _ in flat)
                     if int(moved[0]) != expected:  # a row to delete was not there: another golden
@@ -409,11 +404,14 @@ class Journal:
                             f"{expected} row changes to apply, {moved[0]} applied: this copy's golden is not "
                             "the one the changes were read against"
                         )
+                    # last: a sequence's position does not roll back with the transaction
+                    conn.execute(q.SET_SEQUENCES, (json.dumps(seqs),))
             except psycopg.Error as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 raise RewindError(message.split("statekit-dirty: ", 1)[-1]) from exc
             finally:
-                conn.read_only = True
+                if not conn.closed:
+                    conn.read_only = True
             self.tail = Tail(self, int(moved[1]) - 1)
             return int(moved[0])
 

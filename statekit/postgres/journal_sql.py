@@ -448,8 +448,8 @@ SELECT (SELECT coalesce(jsonb_agg(jsonb_build_array(format('%%I.%%I', n.nspname,
 """
 """The net row images on a path (per table, each distinct image with its count) and the sequences'
 positions ({oid: position}) by qualified name."""
-SEQUENCE_OIDS = (
-    "SELECT coalesce(jsonb_object_agg(to_regclass(s.key)::oid::text, s.value), '{}') "
+SET_SEQUENCES = (
+    "SELECT count(setval(to_regclass(s.key), (s.value ->> 0)::bigint, (s.value ->> 1)::boolean)) "
     "FROM jsonb_each(%s::jsonb) s"
 )
 TAKE_CHECK = """

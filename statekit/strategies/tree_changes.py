@@ -77,7 +77,12 @@ def describe(copy: Path, changed: Iterable[bytes], replaced: AbstractSet[bytes] 
         if stat.S_ISDIR(st.st_mode):
             out.append(["dir", name, mode, rel in replaced])
         elif stat.S_ISLNK(st.st_mode):
-            out.append(["link", name, os.readlink(path).decode()])
+            try:
+                out.append(["link", name, os.readlink(path).decode()])
+            except UnicodeDecodeError as exc:
+                raise RewindError(
+                    f"the link {name} points at a name that is not UTF-8: it cannot move"
+                ) from exc
         elif stat.S_ISREG(st.st_mode):
             with open(path, "rb") as f:
                 out.append(["file", name, mode, base64.b64encode(f.read()).decode()])
@@ -87,34 +92,44 @@ def describe(copy: Path, changed: Iterable[bytes], replaced: AbstractSet[bytes] 
 
 
 def apply(copy: Path, entries: list[Entry]) -> None:
-    """Make ``copy`` (a fresh copy of the golden ``entries`` were described against) hold them."""
+    """Make ``copy`` (a fresh copy of the golden ``entries`` were described against) hold them. Each
+    path is checked against the copy as it is at that moment (an earlier entry may have made a link),
+    and nothing is written through a link: a link or an entry of another kind is replaced."""
     root = os.path.realpath(copy)
     try:
-        parsed = [(str(e[0]), _inside(root, str(e[1])), e[2:]) for e in entries]
+        parsed = [(str(e[0]), str(e[1]), e[2:]) for e in entries]
+        for _, name, _ in parsed:
+            _inside(root, name)  # all refused before anything is written
     except (IndexError, TypeError, ValueError) as exc:
         raise RewindError(f"not a directory's changes: {exc}") from exc
     try:
-        for kind, path, _ in sorted(parsed, key=lambda e: -len(e[1])):
+        for kind, name, _ in sorted(parsed, key=lambda e: -len(e[1])):
             if kind == "delete":
-                _remove(path)
-        for kind, path, rest in sorted(parsed, key=lambda e: len(e[1])):
+                _remove(_inside(root, name))
+        for kind, name, rest in sorted(parsed, key=lambda e: len(e[1])):
+            path = _inside(root, name)
             if kind == "dir":
-                if rest[1] is True or (os.path.lexists(path) and not os.path.isdir(path)):
-                    _remove(path)  # a directory that replaced the golden's, or a file that became one
+                if (
+                    rest[1] is True
+                    or os.path.islink(path)
+                    or (os.path.lexists(path) and not os.path.isdir(path))
+                ):
+                    _remove(path)  # a directory that replaced the golden's, or an entry that became one
                 os.makedirs(path, exist_ok=True)
                 os.chmod(path, int(str(rest[0])))
             elif kind == "link":
                 _remove(path)
                 os.symlink(str(rest[0]), path)
             elif kind == "file":
-                if os.path.isdir(path) and not os.path.islink(path):
+                if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
                     _remove(path)
-                with open(path, "wb") as f:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as f:
                     f.write(base64.b64decode(str(rest[1]), validate=True))
-                os.chmod(path, int(str(rest[0])))
+                    os.fchmod(f.fileno(), int(str(rest[0])))
             elif kind != "delete":
                 raise RewindError(f"unknown kind of change {kind!r}")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, IndexError) as exc:
         raise RewindError(f"applying the changes to {copy} failed: {exc}") from exc
 
 

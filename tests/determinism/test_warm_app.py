@@ -68,6 +68,19 @@ def test_a_fork_carries_the_warm_apps_generator() -> None:
     assert after == again
 
 
+def test_a_fork_restored_after_another_seeds_episode_carries_its_own_apps_generator() -> None:
+    """Two warm apps made their generators at one site (one per seed's world): a fork's restore gives
+    back its own app's state, not the other's."""
+    with statekit.make(WildAdapter(rewind=True)) as env:
+        env.reset(seed=5)
+        env.step({"tool": "raffle"})
+        fork = env.snapshot()
+        after = env.step({"tool": "raffle"})[0]
+        play(env, 6)  # the other seed's world and its warm app, made later at the same site
+        env.restore(fork)
+        assert env.step({"tool": "raffle"})[0] == after
+
+
 def _generator() -> random.Random:
     return random.Random()  # made here, so every generator made by this line shares its site
 

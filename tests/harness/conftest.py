@@ -115,9 +115,12 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
         proc.terminate()  # SIGTERM: uvicorn shuts down gracefully and the harness closes every session
         try:
             proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             proc.kill()
-            raise
+            proc.wait(timeout=30)
+            raise AssertionError(
+                "statekit serve did not stop 60 s after SIGTERM; its last output:\n" + "".join(lines[-60:])
+            ) from exc
     # uvicorn re-raises SIGTERM once it has shut down, so the exit status is "killed by SIGTERM".
     assert proc.returncode in (0, -signal.SIGTERM), "".join(lines[-40:])
     assert any("Application shutdown complete" in line for line in lines), "".join(lines[-40:])

@@ -75,6 +75,10 @@ MATRIX: list[tuple[str, str, dict[str, Any], int, str]] = [
         404,
         "unknown_session",
     ),
+    ("export unknown session", "/export", {"json": {"session_id": "nope"}}, 404, "unknown_session"),
+    ("import without episode", "/import", {"json": {}}, 422, "invalid_request"),
+    ("import not base64", "/import", {"json": {"episode": "%%%"}}, 422, "invalid_episode"),
+    ("import not an episode", "/import", {"json": {"episode": "Z2FyYmFnZQ=="}}, 422, "invalid_episode"),
     ("oversized body", "/reset", {"content": b" " * (MiB + 1), "headers": JSON}, 413, "body_too_large"),
 ]
 

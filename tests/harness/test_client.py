@@ -66,6 +66,27 @@ def test_snapshot_and_restore_mirror_the_local_ones(ledger_url: str) -> None:
         assert remote.restore(fork)[1]["digest"] == info["digest"], "a snapshot serves many forks"
 
 
+def test_an_exported_episode_continues_in_another_session_and_in_process(ledger_url: str) -> None:
+    with (
+        RemoteEnvironment(ledger_url) as source,
+        RemoteEnvironment(ledger_url) as moved,
+        statekit.make(LEDGER) as local,
+    ):
+        source.reset(seed=3)
+        source.step({"tool": "balances"})
+        blob = source.export_episode()
+        _, info = moved.import_episode(blob)  # opens its session
+        assert info["imported"] == "replay" and moved.tools == source.tools  # the ledger's world: memory
+        local.import_episode(blob)
+        assert moved.state().digest == source.state().digest == local.state().digest
+        action = {"tool": "balances"}
+        assert moved.step(action)[0] == source.step(action)[0] == local.step(action)[0]
+        with pytest.raises(RemoteError) as refused:
+            moved.import_episode(b"garbage")
+        assert (refused.value.status, refused.value.code) == (422, "invalid_episode")
+        assert moved.state().step_count == 2, "a refused import leaves the session's episode as it was"
+
+
 def test_token_and_unreachable_servers(serve_app: Callable[..., str]) -> None:
     url = serve_app(token="s3cret")
     with RemoteEnvironment(url, token="s3cret") as remote:

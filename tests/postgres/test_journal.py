@@ -271,6 +271,7 @@ def test_changes_are_refused_with_the_reason_and_leave_the_copy_at_its_golden(
             _conninfo(source),
             "UPDATE people SET name = 'moved' WHERE id = 1",
             "DELETE FROM pairs WHERE a = 2",
+            "INSERT INTO people (name) VALUES ('new')",  # a sequence moves too: it must not on a refusal
         )
         changes = strategy.changes(source)
         missing = {**changes, "rows": [*changes["rows"], ["public.people", -1, "(999,ghost,,,,,,,,,,,)"]]}

@@ -151,7 +151,15 @@ def test_changes_read_from_one_copy_bring_another_to_the_same_tree(fs_root: Path
         for escape in ("../outside.txt", "/etc/statekit-test", "link/../../x"):
             with pytest.raises(RewindError, match="not a path inside the copy"):
                 strategy.apply_changes(other, [["file", escape, 0o644, ""]])
+        with pytest.raises(RewindError, match="not a path inside the copy"):  # a link made on the way
+            escape = [["link", "out", "/tmp"], ["file", "out/statekit-escape", 0o600, ""]]
+            strategy.apply_changes(other, escape)
+        assert not os.path.lexists("/tmp/statekit-escape")
+        strategy.rewind(other)
         assert _tree(other.location) == golden
+        strategy.apply_changes(other, [["file", "link", 0o640, "eA=="]])  # the golden's link -> a.txt
+        assert Path(other.location, "a.txt").read_text() == "alpha\n", "written through the link"
+        assert _tree(other.location)["link"] == ("file", 0o640, "78")
 
 
 @pytest.mark.parametrize(
