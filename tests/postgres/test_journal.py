@@ -107,6 +107,14 @@ def world(strategy: PostgresTemplate) -> Iterator[World]:
     strategy.discard(made)
 
 
+@pytest.fixture(scope="module")
+def other(strategy: PostgresTemplate) -> Iterator[World]:
+    """A second copy of the golden, for changes read from ``world`` (rewound after each use)."""
+    made = strategy.restore("golden")
+    yield made
+    strategy.discard(made)
+
+
 class State(dict[str, Any]):
     """A logical state whose repr stays short (hypothesis prints fixtures on failure)."""
 
@@ -239,7 +247,12 @@ def test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), steps=st.integers(1, 8))
 def test_changes_read_from_one_copy_bring_another_to_the_same_rows_and_sequences(
-    strategy: PostgresTemplate, world: World, golden_state: dict[str, Any], seed: int, steps: int
+    strategy: PostgresTemplate,
+    world: World,
+    other: World,
+    golden_state: dict[str, Any],
+    seed: int,
+    steps: int,
 ) -> None:
     """What an exported episode carries: every row (all columns, not only the digested) and every
     sequence arrives; the copy that took them digests like its source and rewinds to the golden."""
@@ -248,18 +261,16 @@ def test_changes_read_from_one_copy_bring_another_to_the_same_rows_and_sequences
         for _ in range(steps):
             _op(app, rng)
     changes = json.loads(json.dumps(strategy.changes(world)))  # as it travels
-    other = strategy.restore("golden")
     try:
         strategy.apply_changes(other, changes)
         assert first_difference(logical_state(_conninfo(other)), logical_state(_conninfo(world))) is None
         journal = other.handle
         assert isinstance(journal, Journal)
         assert postgres_digest(journal, SPEC) == postgres_digest(_conninfo(world), SPEC)
-        strategy.rewind(other)
-        assert first_difference(logical_state(_conninfo(other)), golden_state) is None
     finally:
-        strategy.discard(other)
+        strategy.rewind(other)
         strategy.rewind(world)
+    assert first_difference(logical_state(_conninfo(other)), golden_state) is None
 
 
 def test_changes_are_refused_with_the_reason_and_leave_the_copy_at_its_golden(
