@@ -20,6 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+from unittest import mock
 
 import vcr
 from vcr.cassette import Cassette
@@ -64,7 +65,7 @@ class Replay:
     _seen: list[Any] = field(default_factory=list, repr=False)
     _depth: int = field(default=0, repr=False)
     _cassette: Any = field(default=None, repr=False)
-    _replaying: tuple[Cassette, list[Any]] | None = field(default=None, repr=False)
+    _replaying: tuple[Cassette, tuple[_Swap, ...], list[Any]] | None = field(default=None, repr=False)
 
     def _canonical(self, request: Any) -> Any:
         for service, base in self.live.items():
@@ -106,7 +107,8 @@ class Replay:
                 recording = self._recorder().use_cassette(str(self.path), allow_playback_repeats=True)
                 cassette = patches.enter_context(recording)
             else:  # what use_cassette does on entry, without reading the file and building the patches again
-                cassette, patchers = self._loaded()
+                cassette, swaps, patchers = self._loaded()
+                patches.callback(_restore, _swap(swaps))
                 for patch in patchers:
                     patches.enter_context(patch)
             self._depth, self._cassette = 1, cassette
@@ -127,7 +129,7 @@ class Replay:
             ignore_hosts=IN_PROCESS_HOSTS,
         )
 
-    def _loaded(self) -> tuple[Cassette, list[Any]]:
+    def _loaded(self) -> tuple[Cassette, tuple[_Swap, ...], list[Any]]:
         """The cassette and vcrpy's patches for it, made once per replay: a step only enters and leaves
         the patches (reading the cassette and building the patches, which probes a dozen HTTP libraries'
         imports, cost every claims step about 12 ms). Replay never writes the cassette."""
@@ -136,7 +138,9 @@ class Replay:
             for key in ("path_transformer", "func_path_generator", "record_on_exception"):
                 config.pop(key, None)
             cassette = Cassette.load(**config)
-            self._replaying = (cassette, list(CassettePatcherBuilder(cassette).build()))
+            built = [(_Swap.of(p), p) for p in CassettePatcherBuilder(cassette).build()]
+            swaps = tuple(swap for swap, _ in built if swap is not None)
+            self._replaying = (cassette, swaps, [p for swap, p in built if swap is None])
         return self._replaying
 
     def _collect_misses(self, cassette: Any) -> None:
@@ -153,6 +157,63 @@ class Replay:
         """Misses since the last call (the adapter reports them in that step's observation)."""
         misses, self.misses = self.misses, []
         return misses
+
+
+@dataclass(frozen=True)
+class _Swap:
+    """One of vcrpy's ``mock.patch`` objects as the attribute swap it amounts to. ``mock`` looks up its
+    target and the original and checks its options at every enter; vcrpy's 38 patches cost a step
+    about 0.2 ms that way (now 0.02 ms with the rest). The target is looked up once; the original is
+    read at each swap and put back as ``mock`` would (deleted again where it was inherited rather than
+    the target's own)."""
+
+    target: Any
+    attribute: str
+    new: Any
+
+    @staticmethod
+    def of(patch: Any) -> _Swap | None:
+        """The swap ``patch`` makes, or None when it is more than a plain swap (left to ``mock``)."""
+        try:  # ``mock._patch``'s attributes: a Python that names them otherwise keeps ``mock``'s way
+            plain = (
+                isinstance(patch, mock._patch)
+                and patch.new is not mock.DEFAULT
+                and not (patch.create or patch.spec or patch.spec_set or patch.autospec or patch.new_callable)
+                and not patch.additional_patchers
+                and patch.kwargs == {}
+            )
+            return _Swap(patch.getter(), patch.attribute, patch.new) if plain else None
+        except AttributeError:
+            return None
+
+
+Saved = list[tuple[Any, str, Any, bool]]
+
+
+def _swap(swaps: tuple[_Swap, ...]) -> Saved:
+    """Swap every attribute in; what ``_restore`` needs to put the originals back."""
+    saved: Saved = []
+    try:
+        for swap in swaps:
+            target, name = swap.target, swap.attribute
+            local = name in getattr(target, "__dict__", {})
+            saved.append((target, name, target.__dict__[name] if local else getattr(target, name), local))
+            setattr(target, name, swap.new)
+    except BaseException:
+        _restore(saved)
+        raise
+    return saved
+
+
+def _restore(saved: Saved) -> None:
+    """The originals back, last swapped first (deleted again where they were inherited)."""
+    for target, name, original, local in reversed(saved):
+        if local:
+            setattr(target, name, original)
+            continue
+        delattr(target, name)
+        if not hasattr(target, name):
+            setattr(target, name, original)
 
 
 def _nearest_summary(vcr_message: str) -> str:

@@ -143,3 +143,26 @@ def test_cassettes_cover_the_seeds_the_suite_uses() -> None:
     adapter = ClaimsAdapter()
     for seed in (7, 8, 9, 11):
         assert adapter.cassette(seed).exists()
+
+
+def test_a_replay_session_swaps_vcrpys_patches_in_and_puts_every_original_back() -> None:
+    """Its own, inherited and module attributes alike: after the session each target holds exactly
+    what it held before (an inherited one is not left behind on the subclass), as ``mock`` leaves them."""
+    import http.client
+
+    import httpx
+    import urllib3.connectionpool as pools
+
+    from statekit.determinism.replay import Replay
+
+    targets = [(httpx.HTTPTransport, "handle_request"), (http.client, "HTTPConnection")]
+    inherited = (pools.HTTPSConnectionPool, "_get_conn")
+    before = [vars(t)[name] for t, name in targets]
+    assert inherited[1] not in vars(inherited[0])
+    replay = Replay(CASSETTE_DIR / "seed-1.yaml")
+    for _ in range(2):  # the swaps are made once per cassette and applied per session
+        with replay.session():
+            assert all(vars(t)[name] is not old for (t, name), old in zip(targets, before, strict=True))
+            assert inherited[1] in vars(inherited[0])
+        assert all(vars(t)[name] is old for (t, name), old in zip(targets, before, strict=True))
+        assert inherited[1] not in vars(inherited[0])
