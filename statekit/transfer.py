@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from statekit.contract import JSON
 from statekit.determinism.controls import ControlsState
 from statekit.envspec import EnvSpec
-from statekit.errors import ConfigError, ResetError, RewindError
+from statekit.errors import ConfigError, ResetError
 from statekit.live import Live
 from statekit.strategies.base import ResetStrategy
 
@@ -123,8 +123,8 @@ class Transferring:
             live.episode.quiesce()  # its connections released: the changes are read from a quiet world
             try:
                 changes = self.strategy.changes(live.world)
-            except RewindError as exc:
-                log.debug("no changes to export (%s): the import will replay the actions", exc.reason)
+            except Exception as exc:  # cannot tell them (or failed to): the blob is the path alone
+                log.debug("no changes to export (%s): the import will replay the actions", exc)
         try:  # an adapter control whose state is not data: the import replays instead
             controls: JSON = [[name, _encode(state)] for name, state in live.controls.save().states]
         except ConfigError as exc:
