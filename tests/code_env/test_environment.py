@@ -49,6 +49,22 @@ def test_a_fork_mid_episode_continues_in_a_fresh_copy(
         assert code_env.step({"tool": "submit"})[1] == 1.0
 
 
+def test_an_episode_moves_to_another_environment_by_its_files(code_env: statekit.Environment) -> None:
+    """Exported before its last step, imported elsewhere: the overlay's changed files travel (not the
+    path), and the last step scores the same on both sides."""
+    code_env.reset(seed=3)
+    script = code_env.adapter.reference_actions(code_env.task)
+    for action in script[:-1]:
+        code_env.step(action)
+    blob = code_env.export_episode()
+    with statekit.make("code_env") as other:
+        _, info = other.import_episode(blob)
+        assert info["imported"] == "changes"
+        assert other.state().digest == code_env.state().digest
+        last = other.step(script[-1])
+        assert last[:4] == code_env.step(script[-1])[:4] and last[1] == 1.0
+
+
 def test_the_harness_describes_the_tools_and_observations(code_env: statekit.Environment) -> None:
     with ThreadedServer(create_app(HarnessConfig("code_env", token=None))) as server:
         schema = httpx.get(f"{server.url}/schema", timeout=30).json()
