@@ -299,13 +299,10 @@ class Journal:
                 assert row is not None
                 return tuple(row)
             except psycopg.Error as exc:
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                if "statekit-prepared" in message and roll_back_prepared and attempt == 1:
+                if "statekit-prepared" in _first_line(exc) and roll_back_prepared and attempt == 1:
                     rollback_prepared(conn)
                     continue
-                if "statekit-dirty: " in message:
-                    raise RewindError(message.split("statekit-dirty: ", 1)[1]) from exc
-                raise RewindError(f"the journal failed: {message}") from exc
+                raise _rewind_error(exc) from exc
         raise AssertionError("unreachable")
 
     def move(self, to: Mark | None, *, reset: bool = False, verify: bool = False) -> int:
@@ -349,19 +346,9 @@ class Journal:
         of the same golden (in another process or on another machine): per table, by qualified name,
         each distinct row image with its net count, and every sequence's position. O(changes)."""
         with self._lock:
-            missing = self.unavailable()
-            if missing:
-                raise RewindError(missing)
-            # the application's connections end first (quiet), so nothing straddles the read
-            dirty, positions, next_seq = self._call(
-                f"SELECT (SELECT dirty FROM _statekit.meta), _statekit.sequence_positions(), ({q.NEXT_SEQ})",
-                (),
-                roll_back_prepared=False,  # they are part of the world: it cannot move without them
-            )
-            if dirty:
-                raise RewindError(str(dirty))
-            path = multirange(self._path_to(int(next_seq)))
-            (found,) = tuples(self.connection(), q.CHANGES, (path, json.dumps(positions)))
+            mark = self.mark()  # the application's connections end first: nothing straddles the read
+            path = multirange(mark.cut.path)
+            (found,) = tuples(self.connection(), q.CHANGES, (path, json.dumps(mark.sequences)))
         return {"rows": found[0], "sequences": found[1]}
 
     def apply_changes(self, changes: dict[str, Any]) -> int:
@@ -407,8 +394,7 @@ class Journal:
                     # last: a sequence's position does not roll back with the transaction
                     conn.execute(q.SET_SEQUENCES, (json.dumps(seqs),))
             except psycopg.Error as exc:
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                raise RewindError(message.split("statekit-dirty: ", 1)[-1]) from exc
+                raise _rewind_error(exc) from exc
             finally:
                 if not conn.closed:
                     conn.read_only = True
@@ -480,6 +466,19 @@ class Journal:
             for row in cur.execute(query, params):
                 sign = int(row.pop("statekit_sign"))
                 yield sign, row
+
+
+def _first_line(exc: psycopg.Error) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
+
+
+def _rewind_error(exc: psycopg.Error) -> RewindError:
+    """A failed journal statement as a RewindError: a tainted journal's reason, or the failure."""
+    message = _first_line(exc)
+    if "statekit-dirty: " in message:
+        return RewindError(message.split("statekit-dirty: ", 1)[1])
+    return RewindError(f"the journal failed: {message}")
 
 
 def journals_of(world: World) -> Iterator[Journal]:

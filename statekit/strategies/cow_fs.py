@@ -46,6 +46,7 @@ from statekit.strategies.base import Builder, Capabilities, ResetStrategy, World
 from statekit.strategies.filesystems import (
     OVERLAY_UNSAFE,
     Identity,
+    changed_since,
     filesystem_type,
     identities,
     is_btrfs_subvolume,
@@ -316,7 +317,8 @@ class CowFilesystem(ResetStrategy):
             return tree_changes.describe(copy, *tree_changes.overlay_changed(handle.upper))
         if self.method == "btrfs":
             raise RewindError("a btrfs copy cannot tell its changes without a full comparison")
-        return tree_changes.describe(copy, tree_changes.manifest_changed(copy, handle.manifest))
+        stale, missing = changed_since(copy, handle.manifest)
+        return tree_changes.describe(copy, sorted(stale | missing))
 
     def apply_changes(self, world: World, changes: object) -> None:
         self._copy_of(world)

@@ -54,16 +54,21 @@ def identities(root: Path) -> dict[bytes, Identity]:
     return out
 
 
+def changed_since(copy: Path, manifest: dict[bytes, Identity]) -> tuple[set[bytes], set[bytes]]:
+    """Entries of ``copy`` whose identity changed since ``manifest`` was taken (written, replaced or
+    added), and those gone since."""
+    now = identities(copy)
+    return {path for path, ident in now.items() if manifest.get(path) != ident}, set(manifest) - set(now)
+
+
 def sync_tree(
     source: Path, copy: Path, manifest: dict[bytes, Identity], method: str
 ) -> dict[bytes, Identity]:
     """Make ``copy`` equal ``source`` again, touching only entries whose identity changed since the
     ``manifest`` was taken (an entry's ctime moves on every write, chmod or rename; it cannot be set back).
     Returns the copy's new manifest."""
-    now = identities(copy)
     before = manifest
-    stale = {path for path, ident in now.items() if before.get(path) != ident}
-    missing = set(before) - set(now)
+    stale, missing = changed_since(copy, manifest)
     src, dst = os.fsencode(source), os.fsencode(copy)
     for path in sorted(stale, key=len, reverse=True):  # deepest first: a new dir's children go first
         target = os.path.join(dst, path)

@@ -1,9 +1,10 @@
 """A directory copy's changes since its golden as JSON data, and applying them to another copy of the
 same golden: the files part of an episode that moves (``CowFilesystem.changes``, ``statekit.transfer``).
 
-Which paths changed comes from the copy-on-write method, in O(changes): an overlay copy's upper
-directory holds exactly them (a whiteout marks a deletion, an opaque directory hides the golden's
-entries), and a reflink or plain copy compares entry identities with those taken when it was restored.
+Which paths changed comes from the copy-on-write method: an overlay copy's upper directory holds
+exactly them, in O(changes) (a whiteout marks a deletion, an opaque directory hides the golden's
+entries); a reflink or plain copy compares its entries' identities with those taken when it was
+restored (``filesystems.changed_since``, a walk of the tree).
 Each changed path is then described as the copy shows it: deleted, a directory, a symbolic link, or a
 file with its bytes (base64). Applying deletes first (deepest first), then makes directories (parents
 first), then writes links and files, never outside the copy.
@@ -20,7 +21,6 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from statekit.errors import RewindError
-from statekit.strategies.filesystems import Identity, identities
 
 Entry = list[object]
 """``["delete", path]``, ``["dir", path, mode, replaced]``, ``["link", path, target]`` or
@@ -48,13 +48,6 @@ def _opaque(path: bytes) -> bool:
         return os.getxattr(path, OPAQUE, follow_symlinks=False) == b"y"
     except OSError:
         return False
-
-
-def manifest_changed(copy: Path, manifest: dict[bytes, Identity]) -> list[bytes]:
-    """Relative paths of a reflink or plain copy whose identity changed since ``manifest`` was taken
-    (written, replaced, added or deleted)."""
-    now = identities(copy)
-    return sorted({p for p, ident in now.items() if manifest.get(p) != ident} | (set(manifest) - set(now)))
 
 
 def describe(copy: Path, changed: Iterable[bytes], replaced: AbstractSet[bytes] = frozenset()) -> list[Entry]:
