@@ -29,7 +29,7 @@ import statekit
 from statekit.client import RemoteEnvironment
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
-from statekit_examples.adapters.claims_app.tools import to_request
+from statekit_examples.adapters.claims_app.tools import ROUTES
 
 
 def socket_call(socket: ClientConnection, message: dict[str, Any]) -> dict[str, Any]:
@@ -89,8 +89,8 @@ def main() -> int:
         app = env._live.episode.app  # type: ignore[union-attr]  # the warm app statekit holds: the floor
 
         def direct(action: dict[str, Any]) -> Callable[[], object]:
-            method, path, params, body = to_request(action["tool"], action)
-            return lambda: app.client.request(method, path, params=params, json=body)
+            request = ROUTES[action["tool"]].request({k: v for k, v in action.items() if k != "tool"})
+            return lambda: app.web.request(**request)
 
         for name, action in actions.items():
             results[name] = {

@@ -7,6 +7,9 @@
 #  - as root on Debian: the Docker engine (started in the background) and the local base image;
 #    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems; Debian's python3
 #    (/usr/bin/python3), on which the code environment's process sandbox runs model code.
+# The tests start once .venv is ready: the Docker engine and image and the two side venvs are still
+# being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
+# status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
 # In CI (CI=true) a missing component is a failure, never a skip.
 # The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
@@ -21,23 +24,36 @@ if [ "${1:-}" = "--quick" ]; then
   quick=(-m "not slow" -o statekit_plan=quick)
 fi
 logs=$(mktemp -d)
+export STATEKIT_TEST_SETUP="$logs"
 steps=()
 background() {  # background NAME COMMAND...: set-up steps run side by side (downloads, builds)
   local name="$1"
   shift
-  "$@" >"$logs/$name.log" 2>&1 &
+  # NAME.rc appears when the step is done (tests that need it wait for it); NAME.seconds says how long
+  (
+    start=$SECONDS
+    rc=0
+    "$@" >"$logs/$name.log" 2>&1 || rc=$?
+    echo $((SECONDS - start)) >"$logs/$name.seconds"
+    echo "$rc" >"$logs/$name.rc"
+    exit "$rc"
+  ) &
   steps+=("$name:$!")
 }
+finish() {  # finish NAME PID: wait for a set-up step; print its log and how long it took
+  local rc=0
+  wait "$2" || rc=$?
+  cat "$logs/$1.log"
+  echo "set-up step '$1': $(cat "$logs/$1.seconds" 2>/dev/null || echo '?') s, exit $rc"
+  return "$rc"
+}
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-  # Debian's packages in one apt-get, before anything runs beside it: docker.io and debootstrap for
-  # the Docker engine and the base image; xfsprogs and btrfs-progs for the copy-on-write tests'
-  # loop-device filesystems; Debian's python3, on which the code environment's sandbox runs model code.
+  # Debian's packages in one apt-get, before anything runs beside it: xfsprogs and btrfs-progs for
+  # the copy-on-write tests' loop-device filesystems; Debian's python3, on which the code
+  # environment's sandbox runs model code. (The Docker step installs docker.io and debootstrap
+  # itself, after this one: apt takes one at a time.)
   packages=()
   export PATH="$PATH:/usr/sbin:/sbin"
-  if [ ${#quick[@]} -eq 0 ]; then  # the quick run needs neither Docker nor the base image
-    command -v dockerd >/dev/null && command -v docker >/dev/null || packages+=(docker.io)
-    command -v debootstrap >/dev/null || packages+=(debootstrap)
-  fi
   command -v mkfs.xfs >/dev/null || packages+=(xfsprogs)
   command -v mkfs.btrfs >/dev/null || packages+=(btrfs-progs)
   [ -x /usr/bin/python3 ] || packages+=(python3)
@@ -60,15 +76,18 @@ if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run need
   background verifiers bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2
   background nemo-gym bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12
 fi
-failed=0
+# .venv first: the tests run in it; the other steps go on beside the tests
 for step in "${steps[@]}"; do
-  if ! wait "${step#*:}"; then
-    echo "set-up step '${step%%:*}' failed:" >&2
-    failed=1
+  if [ "${step%%:*}" = venv ]; then
+    finish venv "${step#*:}" || { echo "set-up step 'venv' failed" >&2; exit 1; }
   fi
-  cat "$logs/${step%%:*}.log"
+done
+export TESTCONTAINERS_RYUK_DISABLED=true
+status=0
+.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" "${quick[@]}" "$@" || status=$?
+for step in "${steps[@]}"; do  # a step no test waited for must still have worked
+  [ "${step%%:*}" = venv ] && continue
+  finish "${step%%:*}" "${step#*:}" || { echo "set-up step '${step%%:*}' failed" >&2; status=1; }
 done
 rm -rf "$logs"
-[ "$failed" = 0 ] || exit 1
-export TESTCONTAINERS_RYUK_DISABLED=true
-exec .venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" "${quick[@]}" "$@"
+exit "$status"

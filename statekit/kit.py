@@ -50,6 +50,7 @@ from statekit.strategies.memory import InMemory
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
 from statekit.strategies.rewinding import Rewinding
+from statekit.web_app import Route, WebApp
 from statekit.world import World
 
 __all__ = [
@@ -92,6 +93,7 @@ __all__ = [
     "ReplayControl",
     "ResetStrategy",
     "Rewinding",
+    "Route",
     "ServerLease",
     "SqlAdapter",
     "StateDump",
@@ -104,6 +106,7 @@ __all__ = [
     "Tool",
     "ToolSchemas",
     "Violation",
+    "WebApp",
     "World",
     "allow_egress",
     "canonical_json",

@@ -7,6 +7,9 @@ generated tests, ``statekit.make``) and the fixtures below share one server. Set
 ``STATEKIT_TEST_PG_URL`` to use an existing server instead (an admin URL, e.g. to the ``postgres``
 database).
 
+``NEEDS`` names the tests that wait for a set-up step the README's test command runs beside them
+(the Docker engine and base image, the side venvs): see ``scripts/test.sh``.
+
 ``GROUPS`` keeps tests that share a machine-wide resource in one process, one after another (a
 pytest-xdist scheduler of our own, ``pytest_xdist_make_scheduler``): the code sandbox's uids and
 cgroups, Ray clusters, Docker image builds. ``SLOW`` marks the system tests a contributor's quick run
@@ -19,6 +22,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +142,40 @@ SLOW = (
 """Node-id prefixes of the slow system tests (real Docker, Ray clusters, killed servers, served
 subprocesses, the code sandbox, long property runs). The harness tests' ``2-workers`` mode (worker
 processes) is slow too: the quick run drives the harness in-process."""
+
+
+NEEDS = {
+    "docker": (*GROUPS["docker"], "tests/code_env/test_container.py::"),
+    "verifiers": ("tests/integrations/test_verifiers.py::", "tests/integrations/test_nemo_gym.py::"),
+    "nemo-gym": ("tests/integrations/test_nemo_gym.py::",),
+}
+"""Per set-up step of ``scripts/test.sh`` still running when the tests start, the node ids (by prefix)
+of the tests that need it: each waits for the step to end, and fails with its log if it failed."""
+SETUP_TIMEOUT = 30 * 60
+
+
+def _wait_for_setup(step: str) -> None:
+    """Wait for ``scripts/test.sh``'s set-up step (nothing to wait for outside that script, or for a
+    step it did not start)."""
+    folder = os.environ.get("STATEKIT_TEST_SETUP")
+    if not folder or not (Path(folder) / f"{step}.log").exists():
+        return
+    done, deadline = Path(folder) / f"{step}.rc", time.monotonic() + SETUP_TIMEOUT
+    while not done.exists() or not done.read_text().strip():
+        if time.monotonic() > deadline:
+            pytest.fail(f"set-up step {step!r} did not end within {SETUP_TIMEOUT} s")
+        time.sleep(0.5)
+    if done.read_text().strip() != "0":
+        log = (Path(folder) / f"{step}.log").read_text(errors="replace")[-4000:]
+        pytest.fail(f"set-up step {step!r} failed (scripts/test.sh):\n{log}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before its fixtures: a test that needs a set-up step still running waits for it."""
+    for step, prefixes in NEEDS.items():
+        if item.nodeid.startswith(prefixes):
+            _wait_for_setup(step)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
-with warnings.catch_warnings():  # starlette deprecates httpx in its TestClient; it still works
-    warnings.filterwarnings("ignore", message=".*starlette.testclient.*")
-    from fastapi.testclient import TestClient
 from fastapi.dependencies import models as fastapi_dependencies
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -49,12 +44,13 @@ from statekit.kit import (
     Task,
     Tool,
     ToolSchemas,
+    WebApp,
     World,
     episode_replay,
 )
 from statekit_examples.adapters.claims_app.image import ensure_image
 from statekit_examples.adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
-from statekit_examples.adapters.claims_app.tools import TOOLS, to_request, upload_of
+from statekit_examples.adapters.claims_app.tools import ROUTES, TOOLS
 from statekit_examples.adapters.claims_app.vendors import live_vendors
 from statekit_examples.apps.claims_app import fixtures, services
 from statekit_examples.apps.claims_app.api import create_app
@@ -84,16 +80,17 @@ def _fixture_hash() -> str:
 class ClaimsApp:
     """The claims application wired to one world, kept warm across the episodes served on it.
 
-    The engine, the FastAPI app and its TestClient, and the agent's login token are built once per
-    world. Connections are not kept: statekit ends them when it rewinds the world, and each episode
-    releases the pool when it ends (the engine reconnects on the next request).
+    The engine, the FastAPI app on its in-process transport (``WebApp``: one event loop for the
+    app's life, no thread per request) and the agent's login token are built once per world.
+    Connections are not kept: statekit ends them when it rewinds the world, and each episode releases
+    the pool when it ends (the engine reconnects on the next request).
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.engine: Engine = make_engine(settings.db_url)
         self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
-        self.client: TestClient | None = None
+        self.web: WebApp | None = None
         try:
             with self.sessions() as session:
                 token = session.scalar(
@@ -104,23 +101,18 @@ class ClaimsApp:
                 )
             if token is None:
                 raise ConfigError("the world has no login session for the agent; rebuild it")
-            client = TestClient(
-                create_app(settings, session_factory=self.sessions), raise_server_exceptions=False
-            )
-            # Entered once: one portal (a thread and an event loop) serves every request for the app's
-            # life, instead of one started and stopped per request (most of a read step's cost).
-            self.client = client.__enter__()
-            self.client.headers["Authorization"] = f"Bearer {token}"
+            app = create_app(settings, session_factory=self.sessions)
+            self.web = WebApp.asgi(app, headers={"Authorization": f"Bearer {token}"})
         except BaseException:
             self.close()
             raise
         self.engine.dispose()
 
     def close(self) -> None:
-        client, self.client = self.client, None
+        web, self.web = self.web, None
         try:
-            if client is not None:
-                client.__exit__(None, None, None)
+            if web is not None:
+                web.close()
         finally:
             _forget_engine(self.engine)
             _forget_fastapi_callables()
@@ -180,6 +172,8 @@ class ClaimsEpisode(Episode):
         self.app = app
         self.task = task
         self.tools = TOOLS
+        if app.web is not None:
+            app.web.forget_cookies()  # each episode is a new visitor (the app sets none today)
         self.worker = Worker(app.sessions, app.settings)
         self.submitted = False
         controls: list[Control] = [ReplayControl(replay)] if replay is not None else []
@@ -216,19 +210,8 @@ class ClaimsEpisode(Episode):
         if tool == "wait":
             hours = int(float(str(arguments["hours"])))  # the schema admits 2.0 as an integer
             return Outcome({"waited_hours": hours}, advance=timedelta(hours=hours))
-        return Outcome(self._request(tool, arguments))
-
-    def _request(self, tool: str, arguments: dict[str, JSON]) -> JSON:
-        method, path, params, body = to_request(tool, arguments)
-        assert self.app.client is not None, "the application is closed"
-        response = self.app.client.request(
-            method, path, params=params, json=body, files=upload_of(tool, arguments)
-        )
-        try:
-            payload: JSON = response.json()
-        except ValueError:
-            payload = {"error": {"code": "non_json_response", "message": response.text[:500]}}
-        return {"status": response.status_code, "body": payload}
+        assert self.app.web is not None, "the application is closed"
+        return Outcome(self.app.web.call(ROUTES[tool], arguments))
 
     def score(self) -> float:
         with self.app.sessions() as session:

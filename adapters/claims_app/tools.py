@@ -1,10 +1,11 @@
-"""The agent's tools: each one is a call on the claims application's own HTTP API, in-process."""
+"""The agent's tools: each one is a call on the claims application's own HTTP API, in-process (``ROUTES``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from statekit.kit import Tool
+from statekit.kit import Route, Tool
 
 _REF = {
     "type": "string",
@@ -133,36 +134,20 @@ TOOLS = [
 ]
 
 
-def to_request(
-    tool: str, args: dict[str, Any]
-) -> tuple[str, str, dict[str, Any] | None, dict[str, Any] | None]:
-    """(method, path, query params, JSON body) for one tool call."""
-    ref = args.get("reference", "")
-    if tool == "list_claims":
-        params = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in args.items()}
-        return "GET", "/claims", params, None
-    if tool == "get_claim":
-        return "GET", f"/claims/{ref}", None, None
-    if tool == "add_note":
-        return "POST", f"/claims/{ref}/notes", None, {"body": args["body"]}
-    if tool == "triage":
-        body = {"priority": args["priority"]} if "priority" in args else {}
-        return "POST", f"/claims/{ref}/triage", None, body
-    if tool == "approve":
-        return "POST", f"/claims/{ref}/approve", None, {"reason": args["reason"]} if "reason" in args else {}
-    if tool == "deny":
-        return "POST", f"/claims/{ref}/deny", None, {"reason": args["reason"]}
-    if tool == "request_payment":
-        return "POST", f"/claims/{ref}/payment-request", None, None
-    if tool == "upload_document":  # the body is multipart: see upload_of()
-        return "POST", f"/claims/{ref}/documents", None, None
-    if tool == "file_claim":
-        return "POST", "/claims", None, {key: args[key] for key in FILE_CLAIM_FIELDS}
-    raise KeyError(tool)
-
-
-def upload_of(tool: str, args: dict[str, Any]) -> dict[str, tuple[str, bytes, str]] | None:
-    """The multipart file of an ``upload_document`` call (None for every other tool)."""
-    if tool != "upload_document":
-        return None
+def upload_of(args: Mapping[str, Any]) -> dict[str, tuple[str, bytes, str]]:
+    """The multipart file of an ``upload_document`` call."""
     return {"file": (str(args["filename"]), str(args["content"]).encode(), "text/plain")}
+
+
+ROUTES = {
+    "list_claims": Route("GET", "/claims"),
+    "get_claim": Route("GET", "/claims/{reference}"),
+    "add_note": Route("POST", "/claims/{reference}/notes"),
+    "triage": Route("POST", "/claims/{reference}/triage"),
+    "approve": Route("POST", "/claims/{reference}/approve"),
+    "deny": Route("POST", "/claims/{reference}/deny"),
+    "request_payment": Route("POST", "/claims/{reference}/payment-request", body=()),
+    "upload_document": Route("POST", "/claims/{reference}/documents", files=upload_of),
+    "file_claim": Route("POST", "/claims"),
+}
+"""Each API tool as a request on the application's own HTTP API (``wait`` and ``submit`` are statekit's)."""

@@ -1,0 +1,217 @@
+"""A web application as an adapter's tools: requests sent in-process over a transport kept for the app's life.
+
+Most applications worth an environment are web APIs. Their adapters called them through a test client,
+which for an ASGI app (Starlette's ``TestClient``) starts a thread and an event loop per request, or
+hops to a portal thread per request once entered; the hops cost more than the application's own work
+on a read. ``WebApp`` keeps one transport per warm app instead:
+
+- WSGI (Django, Flask): httpx's ``WSGITransport`` calls the app in the caller's thread, no hop at all;
+- ASGI (FastAPI, Starlette): one event loop in one thread for the app's life, running its lifespan
+  (startup once, shutdown on close) and every request, handed over with one thread switch each way.
+
+``Route`` maps a tool to a request: the path's ``{names}`` are filled from the tool's arguments, the
+other arguments go to the query string (GET, DELETE) or to the JSON body, and ``WebApp.call`` answers
+``{"status": ..., "body": ...}`` (a body that is not JSON is shown as an error body). Redirects are
+answered, not followed, and cookies live until ``forget_cookies()``, which an adapter calls when an
+episode starts so that no session leaks from one episode into the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+import threading
+import urllib.parse
+from collections.abc import Callable, Coroutine, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+from statekit.contract import JSON
+
+HOST = "app.in-process"
+"""The host every in-process request names; replay lets it through (it is the app, not egress)."""
+BASE_URL = f"http://{HOST}"
+
+T = TypeVar("T")
+Files = Mapping[str, tuple[str, bytes, str]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one tool becomes a request.
+
+    ``path`` may name arguments (``/claims/{reference}/notes``); the rest go to the query string for
+    GET and DELETE and to the JSON body otherwise (``body`` names them when only some belong there;
+    ``()`` sends no body). ``files`` turns the arguments into a multipart upload instead.
+    """
+
+    method: str
+    path: str
+    body: tuple[str, ...] | None = None
+    files: Callable[[Mapping[str, JSON]], Files] | None = None
+    _names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = tuple(n for _, n, _, _ in string.Formatter().parse(self.path) if n)
+        object.__setattr__(self, "method", self.method.upper())
+        object.__setattr__(self, "_names", names)
+
+    def request(self, arguments: Mapping[str, JSON]) -> dict[str, Any]:
+        """The keyword arguments of ``WebApp.request`` for one call."""
+        values = {name: urllib.parse.quote(str(arguments.get(name, "")), safe="") for name in self._names}
+        path = self.path.format_map(values)
+        if self.files is not None:
+            return {"method": self.method, "path": path, "files": self.files(arguments)}
+        rest = {k: v for k, v in arguments.items() if k not in self._names}
+        if self.method in ("GET", "DELETE", "HEAD"):
+            params = {k: str(v).lower() if isinstance(v, bool) else v for k, v in rest.items()}
+            return {"method": self.method, "path": path, "params": params}
+        if self.body is not None:
+            rest = {k: rest[k] for k in self.body if k in rest}
+            if not self.body:
+                return {"method": self.method, "path": path}
+        return {"method": self.method, "path": path, "json": rest}
+
+
+class WebApp:
+    """An ASGI or WSGI application called in-process, its transport kept until ``close()``.
+
+    ``headers`` are sent with every request (a login token the world holds, say). Build it with
+    ``WebApp.asgi(app)`` or ``WebApp.wsgi(app)``: which protocol an app speaks is the author's to say.
+    """
+
+    def __init__(self, client: httpx.Client | httpx.AsyncClient, loop: _LoopThread | None) -> None:
+        self._client = client
+        self._loop = loop
+
+    @classmethod
+    def wsgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
+        transport = httpx.WSGITransport(app=app)
+        return cls(httpx.Client(transport=transport, base_url=BASE_URL, headers=headers), None)
+
+    @classmethod
+    def asgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
+        loop = _LoopThread(app)
+        try:
+            loop.start()
+        except BaseException:
+            loop.stop()
+            raise
+        # the app's exceptions become 500 answers (as a server would send), not the caller's crash
+        transport = httpx.ASGITransport(app=loop.app, raise_app_exceptions=False)
+        return cls(httpx.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers), loop)
+
+    @property
+    def headers(self) -> httpx.Headers:
+        return self._client.headers
+
+    def request(self, method: str, path: str, **options: Any) -> httpx.Response:
+        """One request (``params``, ``json``, ``files``, ``data``, ``headers`` as httpx takes them)."""
+        if isinstance(self._client, httpx.Client):
+            return self._client.request(method, path, **options)
+        assert self._loop is not None
+        return self._loop.run(self._read(self._client, method, path, options))
+
+    @staticmethod
+    async def _read(client: httpx.AsyncClient, method: str, path: str, options: Any) -> httpx.Response:
+        response = await client.request(method, path, **options)
+        await response.aread()
+        return response
+
+    def call(self, route: Route, arguments: Mapping[str, JSON]) -> JSON:
+        """A tool call: ``{"status": code, "body": the JSON answer}``."""
+        response = self.request(**route.request(arguments))
+        try:
+            payload: JSON = response.json()
+        except ValueError:
+            payload = {"error": {"code": "non_json_response", "message": response.text[:500]}}
+        return {"status": response.status_code, "body": payload}
+
+    def forget_cookies(self) -> None:
+        """Start a new visitor: the cookies an earlier episode was given are dropped."""
+        self._client.cookies.clear()
+
+    def close(self) -> None:
+        """Shut the app down (its lifespan's shutdown, for ASGI) and end the transport's thread."""
+        client, loop = self._client, self._loop
+        self._loop = None
+        try:
+            if isinstance(client, httpx.Client):
+                client.close()
+            elif loop is not None:
+                loop.run(client.aclose())
+        finally:
+            if loop is not None:
+                loop.stop()
+
+
+class _LoopThread:
+    """One event loop on one daemon thread, running an ASGI app's lifespan and its requests."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="statekit-web-app", daemon=True)
+        self._state: dict[str, Any] = {}
+        self._shutdown: asyncio.Queue[dict[str, Any]] | None = None
+        self._lifespan: asyncio.Future[None] | None = None
+        self._supported = False
+
+    async def app(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        """The app as requests reach it: with the state its lifespan set up, as servers pass it."""
+        if self._supported:
+            scope = {**scope, "state": dict(self._state)}
+        await self._app(scope, receive, send)
+
+    def start(self) -> None:
+        self._thread.start()
+        self.run(self._startup())
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+
+    async def _startup(self) -> None:
+        """ASGI's lifespan protocol: startup now; an app without one (it raises) simply has none."""
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        started: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        inbox.put_nowait({"type": "lifespan.startup"})
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"].startswith("lifespan.startup") and not started.done():
+                started.set_result(message)
+            elif message["type"] == "lifespan.shutdown.failed":
+                raise RuntimeError(f"the app's shutdown failed: {message.get('message', '')}")
+
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": self._state}
+
+        async def lifespan() -> None:
+            try:
+                await self._app(scope, inbox.get, send)
+            except BaseException as exc:
+                if not started.done():  # no lifespan support: the app raised on its scope
+                    started.set_result({"type": "unsupported", "error": exc})
+                    return
+                raise
+
+        self._lifespan = asyncio.ensure_future(lifespan())
+        answer = await started
+        if answer["type"] == "lifespan.startup.failed":
+            raise RuntimeError(f"the app's startup failed: {answer.get('message', '')}")
+        self._supported = answer["type"] == "lifespan.startup.complete"
+        self._shutdown = inbox if self._supported else None
+
+    async def _stop_lifespan(self) -> None:
+        if self._shutdown is not None and self._lifespan is not None:
+            self._shutdown.put_nowait({"type": "lifespan.shutdown"})
+            await self._lifespan
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            try:
+                self.run(self._stop_lifespan())
+            finally:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join()
+        self._loop.close()
