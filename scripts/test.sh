@@ -15,7 +15,7 @@
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
 # (tests/conftest.py). `--quick` runs what a contributor runs before every commit (about three
 # minutes on 2 cores): no slow system test (Docker, Ray, killed servers, the code sandbox, worker
-# processes, long property runs), the quick check plan.
+# processes, long property runs), the quick check plan. pytest prints the 20 slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=()
@@ -84,7 +84,7 @@ for step in "${steps[@]}"; do
 done
 export TESTCONTAINERS_RYUK_DISABLED=true
 status=0
-.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" "${quick[@]}" "$@" || status=$?
+.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" --durations=20 "${quick[@]}" "$@" || status=$?
 for step in "${steps[@]}"; do  # a step no test waited for must still have worked
   [ "${step%%:*}" = venv ] && continue
   finish "${step%%:*}" "${step#*:}" || { echo "set-up step '${step%%:*}' failed" >&2; status=1; }

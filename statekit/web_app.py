@@ -30,9 +30,8 @@ import httpx
 
 from statekit.contract import JSON
 
-HOST = "app.in-process"
-"""The host every in-process request names; replay lets it through (it is the app, not egress)."""
-BASE_URL = f"http://{HOST}"
+BASE_URL = "http://app.in-process"
+"""The host every in-process request names (it never reaches a socket, nor replay's patches)."""
 
 T = TypeVar("T")
 Files = Mapping[str, tuple[str, bytes, str]]
@@ -82,14 +81,21 @@ class WebApp:
     ``WebApp.asgi(app)`` or ``WebApp.wsgi(app)``: which protocol an app speaks is the author's to say.
     """
 
-    def __init__(self, client: httpx.Client | httpx.AsyncClient, loop: _LoopThread | None) -> None:
-        self._client = client
+    def __init__(
+        self,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport,
+        headers: Mapping[str, str] | None,
+        loop: _LoopThread | None,
+    ) -> None:
+        # the client builds requests and keeps cookies; requests go to the transport itself, past
+        # the client's send (no auth or redirect machinery, and no replay patch to look through)
+        self._client = httpx.Client(base_url=BASE_URL, headers=headers)
+        self._transport = transport
         self._loop = loop
 
     @classmethod
     def wsgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
-        transport = httpx.WSGITransport(app=app)
-        return cls(httpx.Client(transport=transport, base_url=BASE_URL, headers=headers), None)
+        return cls(httpx.WSGITransport(app=app), headers, None)
 
     @classmethod
     def asgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
@@ -100,8 +106,7 @@ class WebApp:
             loop.stop()
             raise
         # the app's exceptions become 500 answers (as a server would send), not the caller's crash
-        transport = httpx.ASGITransport(app=loop.app, raise_app_exceptions=False)
-        return cls(httpx.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers), loop)
+        return cls(httpx.ASGITransport(app=loop.app, raise_app_exceptions=False), headers, loop)
 
     @property
     def headers(self) -> httpx.Headers:
@@ -109,14 +114,21 @@ class WebApp:
 
     def request(self, method: str, path: str, **options: Any) -> httpx.Response:
         """One request (``params``, ``json``, ``files``, ``data``, ``headers`` as httpx takes them)."""
-        if isinstance(self._client, httpx.Client):
-            return self._client.request(method, path, **options)
-        assert self._loop is not None
-        return self._loop.run(self._read(self._client, method, path, options))
+        request = self._client.build_request(method, path, **options)
+        if isinstance(self._transport, httpx.BaseTransport):
+            response = self._transport.handle_request(request)
+            response.read()
+        else:
+            if self._loop is None:
+                raise RuntimeError("the web app is closed")
+            response = self._loop.run(self._send(self._transport, request))
+        response.request = request
+        self._client.cookies.extract_cookies(response)
+        return response
 
     @staticmethod
-    async def _read(client: httpx.AsyncClient, method: str, path: str, options: Any) -> httpx.Response:
-        response = await client.request(method, path, **options)
+    async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
+        response = await transport.handle_async_request(request)
         await response.aread()
         return response
 
@@ -135,13 +147,9 @@ class WebApp:
 
     def close(self) -> None:
         """Shut the app down (its lifespan's shutdown, for ASGI) and end the transport's thread."""
-        client, loop = self._client, self._loop
-        self._loop = None
+        loop, self._loop = self._loop, None
         try:
-            if isinstance(client, httpx.Client):
-                client.close()
-            elif loop is not None:
-                loop.run(client.aclose())
+            self._client.close()
         finally:
             if loop is not None:
                 loop.stop()
@@ -189,11 +197,13 @@ class _LoopThread:
         async def lifespan() -> None:
             try:
                 await self._app(scope, inbox.get, send)
-            except BaseException as exc:
+            except Exception as exc:
                 if not started.done():  # no lifespan support: the app raised on its scope
                     started.set_result({"type": "unsupported", "error": exc})
-                    return
-                raise
+                elif started.result()["type"] != "lifespan.startup.failed":
+                    raise
+                # a failed startup is reported by its message, its exception retrieved here: left
+                # to the garbage collector, asyncio would log it from wherever collection ran
 
         self._lifespan = asyncio.ensure_future(lifespan())
         answer = await started
