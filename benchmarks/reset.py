@@ -1,11 +1,12 @@
 """Reset latency as a trainer pays it: ``env.reset`` end to end, back to back, episodes of a few steps.
 
-    python benchmarks/reset.py [--episodes 60] [--scales 1,145,1450] [--no-wide] [--db-url URL]
+    python benchmarks/reset.py [--episodes 60] [--scales 1,145,1450] [--no-wide] [--no-kit] [--db-url URL]
 
 Every column but the first and the last two times ``env.reset`` from ``statekit.make`` exactly as a
 trainer calls it: reset, play the task's reference script (two to four steps that write), reset
 again, with no pause in between (a pool gets no idle time to refill). Episodes alternate between two
-seeds. Per world (claims at ~10 MB, ~100 MB and ~1 GB, and a wide world of 100 small tables):
+seeds. Per world (claims at ~10 MB, ~100 MB and ~1 GB, a wide world of 100 small tables, and a helpdesk
+web app wrapped with the public kit as a user would, ``benchmarks/helpdesk.py``):
 
 - rebuild: the naive reset, the application's seed script into an empty world (what a seed's first
   reset pays once, before its golden exists);
@@ -27,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from helpdesk import HelpdeskAdapter
 from rich.console import Console
 from rich.table import Table
 from timing import percentile_ms, repeat
@@ -179,6 +181,9 @@ def main() -> None:
         "--scales", default="1,145,1450", help="claims fixture scales: ~10 MB, ~100 MB, ~1 GB"
     )
     parser.add_argument("--no-wide", action="store_true", help="skip the wide world of 100 small tables")
+    parser.add_argument(
+        "--no-kit", action="store_true", help="skip the helpdesk (a kit adapter over a FastAPI app)"
+    )
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
     rows = []
@@ -195,6 +200,9 @@ def main() -> None:
         )
     if not args.no_wide:
         rows.append(measure("wide: 100 tables", WideWorld, args.episodes, args.rebuilds, args.db_url))
+    if not args.no_kit:
+        name = "helpdesk: kit, web app"
+        rows.append(measure(name, HelpdeskAdapter, args.episodes, args.rebuilds, args.db_url))
 
     def p(samples: list[float], q: float = 0.5) -> float:
         return percentile_ms(samples, q)

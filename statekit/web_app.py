@@ -30,8 +30,9 @@ import httpx
 
 from statekit.contract import JSON
 
-BASE_URL = "http://app.in-process"
-"""The host every in-process request names (it never reaches a socket, nor replay's patches)."""
+HOST = "app.in-process"
+"""The host every in-process request names; replay lets it through (it is the app, not egress)."""
+BASE_URL = f"http://{HOST}"
 
 T = TypeVar("T")
 Files = Mapping[str, tuple[str, bytes, str]]
@@ -88,7 +89,7 @@ class WebApp:
         loop: _LoopThread | None,
     ) -> None:
         # the client builds requests and keeps cookies; requests go to the transport itself, past
-        # the client's send (no auth or redirect machinery, and no replay patch to look through)
+        # the client's send (no auth or redirect machinery)
         self._client = httpx.Client(base_url=BASE_URL, headers=headers)
         self._transport = transport
         self._loop = loop
