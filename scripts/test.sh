@@ -11,7 +11,7 @@
 # being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
 # status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
 # In CI (CI=true) a missing component is a failure, never a skip.
-# The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
+# The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 4, each with a
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
 # (tests/conftest.py). `--quick` runs what a contributor runs before every commit (about three
 # minutes on 2 cores): no slow system test (Docker, Ray, killed servers, the code sandbox, worker
@@ -71,20 +71,17 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "note: not root on Debian; Docker tests need a running engine and statekit/base:bookworm" >&2
 fi
+# .venv first, alone beside the Docker step (the side venvs competing with it for the two cores
+# took it from ~35 to ~75 s): the tests run in it; the side venvs are made beside the tests
 background venv bash scripts/venv.sh dev
+finish venv "${steps[-1]#*:}" || { echo "set-up step 'venv' failed" >&2; exit 1; }
 if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
   background verifiers bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2
   background nemo-gym bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12
 fi
-# .venv first: the tests run in it; the other steps go on beside the tests
-for step in "${steps[@]}"; do
-  if [ "${step%%:*}" = venv ]; then
-    finish venv "${step#*:}" || { echo "set-up step 'venv' failed" >&2; exit 1; }
-  fi
-done
 export TESTCONTAINERS_RYUK_DISABLED=true
 status=0
-.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" --durations=20 "${quick[@]}" "$@" || status=$?
+.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-4}" --durations=20 "${quick[@]}" "$@" || status=$?
 for step in "${steps[@]}"; do  # a step no test waited for must still have worked
   [ "${step%%:*}" = venv ] && continue
   finish "${step%%:*}" "${step#*:}" || { echo "set-up step '${step%%:*}' failed" >&2; status=1; }
