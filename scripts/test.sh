@@ -23,6 +23,11 @@ if [ "${1:-}" = "--quick" ]; then
   shift
   quick=(-m "not slow" -o statekit_plan=quick)
 fi
+# Python caches the bytecode of what the tests import (hundreds of processes import the same
+# modules; this machine sets PYTHONDONTWRITEBYTECODE, under which each compiled them again), and the
+# venvs skip compiling everything at install (scripts/uv-install.sh)
+unset PYTHONDONTWRITEBYTECODE
+export STATEKIT_UV_COMPILE=0
 logs=$(mktemp -d)
 export STATEKIT_TEST_SETUP="$logs"
 steps=()
