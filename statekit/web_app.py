@@ -30,9 +30,8 @@ import httpx
 
 from statekit.contract import JSON
 
-HOST = "app.in-process"
-"""The host every in-process request names; replay lets it through (it is the app, not egress)."""
-BASE_URL = f"http://{HOST}"
+BASE_URL = "http://app.in-process"
+"""The host every in-process request names (it reaches no socket, and replay does not see it)."""
 
 T = TypeVar("T")
 Files = Mapping[str, tuple[str, bytes, str]]
@@ -75,6 +74,22 @@ class Route:
         return {"method": self.method, "path": path, "json": rest}
 
 
+class _AppASGITransport(httpx.ASGITransport):
+    """httpx's ASGI transport with its request handler bound here, at import: replay (vcrpy) patches
+    httpx's own transports to record and replay a process's outbound calls, and a call into the app in
+    process is not one (vcrpy copied, filtered and serialised each such request and its answer, then
+    let it through: 0.3 ms of a 5 ms step). The replay module imports this one, so what is bound here
+    is httpx's own handler, never a patch."""
+
+    handle_async_request = httpx.ASGITransport.handle_async_request
+
+
+class _AppWSGITransport(httpx.WSGITransport):
+    """httpx's WSGI transport, its handler bound at import for the same reason."""
+
+    handle_request = httpx.WSGITransport.handle_request
+
+
 class WebApp:
     """An ASGI or WSGI application called in-process, its transport kept until ``close()``.
 
@@ -96,7 +111,7 @@ class WebApp:
 
     @classmethod
     def wsgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
-        return cls(httpx.WSGITransport(app=app), headers, None)
+        return cls(_AppWSGITransport(app=app), headers, None)
 
     @classmethod
     def asgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
@@ -107,7 +122,7 @@ class WebApp:
             loop.stop()
             raise
         # the app's exceptions become 500 answers (as a server would send), not the caller's crash
-        return cls(httpx.ASGITransport(app=loop.app, raise_app_exceptions=False), headers, loop)
+        return cls(_AppASGITransport(app=loop.app, raise_app_exceptions=False), headers, loop)
 
     @property
     def headers(self) -> httpx.Headers:

@@ -29,7 +29,7 @@ from vcr.patch import CassettePatcherBuilder
 
 from statekit.contract import canonical_url
 from statekit.determinism.base import Control, Violation
-from statekit.web_app import HOST as WEB_APP_HOST
+from statekit.web_app import BASE_URL as _BINDS_HTTPX_FIRST  # noqa: F401 - see web_app
 
 if TYPE_CHECKING:
     from statekit.adapter import EnvSettings
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 SECRET_HEADERS = ("authorization", "x-api-key", "cookie", "set-cookie", "proxy-authorization")
 NOISE_HEADERS = ("host", "date")
 """Not secret, but they name the recording run (its port, its wall clock): dropped to keep diffs quiet."""
-IN_PROCESS_HOSTS = ("testserver", WEB_APP_HOST)
-"""Hosts that are the application itself driven in-process (Starlette's TestClient, the kit's
-``WebApp``: vcrpy patches httpx's ASGI and WSGI transports too), never egress."""
+IN_PROCESS_HOSTS = ("testserver",)
+"""Hosts that are the application itself driven in-process (Starlette's TestClient), never egress.
+(The kit's ``WebApp`` sends through transports of its own that replay does not patch.)"""
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
 
 

@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
@@ -15,7 +16,7 @@ import pytest
 from fastapi import FastAPI, File, Request, Response, UploadFile
 from fastapi.responses import PlainTextResponse
 
-from statekit.kit import Route, WebApp
+from statekit.kit import Replay, Route, WebApp
 
 
 def fastapi_app(events: list[str]) -> FastAPI:
@@ -213,3 +214,21 @@ def test_a_wsgi_app_is_called_in_the_callers_thread() -> None:
         assert web.call(Route("GET", "/x"), {})["body"]["cookie"] is None  # type: ignore[index,call-overload]
     finally:
         web.close()
+
+
+def test_replay_does_not_see_calls_into_the_app(asgi: tuple[WebApp, list[str]], tmp_path: Path) -> None:
+    """Replay answers the app's outbound calls from a cassette and refuses unrecorded ones; statekit's
+    own in-process call into the app is neither (an empty cassette would refuse it if vcrpy saw it)."""
+    web, _ = asgi
+    cassette = tmp_path / "empty.yaml"
+    cassette.write_text("interactions: []\nversion: 1\n")
+    replay = Replay(cassette)
+    with replay.session():
+        assert web.call(Route("GET", "/items/{name}"), {"name": "n"})["status"] == 200
+        wsgi = WebApp.wsgi(wsgi_app)
+        try:
+            assert web.call(Route("GET", "/text"), {})["status"] == 200
+            assert wsgi.call(Route("GET", "/x"), {})["body"]["path"] == "/x"  # type: ignore[index,call-overload]
+        finally:
+            wsgi.close()
+    assert replay.misses == []
