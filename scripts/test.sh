@@ -11,7 +11,7 @@
 # being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
 # status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
 # In CI (CI=true) a missing component is a failure, never a skip.
-# The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 4, each with a
+# The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
 # (tests/conftest.py). `--quick` runs what a contributor runs before every commit (about three
 # minutes on 2 cores): no slow system test (Docker, Ray, killed servers, the code sandbox, worker
@@ -34,7 +34,9 @@ steps=()
 background() {  # background NAME COMMAND...: set-up steps run side by side (downloads, builds)
   local name="$1"
   shift
-  # NAME.rc appears when the step is done (tests that need it wait for it); NAME.seconds says how long
+  # NAME.log exists from now on (a test that needs the step waits for it); NAME.rc appears when the
+  # step is done; NAME.seconds says how long it took
+  : >"$logs/$name.log"
   (
     start=$SECONDS
     rc=0
@@ -86,7 +88,7 @@ if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run need
 fi
 export TESTCONTAINERS_RYUK_DISABLED=true
 status=0
-.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-4}" --durations=20 "${quick[@]}" "$@" || status=$?
+.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" --durations=20 "${quick[@]}" "$@" || status=$?
 for step in "${steps[@]}"; do  # a step no test waited for must still have worked
   [ "${step%%:*}" = venv ] && continue
   finish "${step%%:*}" "${step#*:}" || { echo "set-up step '${step%%:*}' failed" >&2; status=1; }

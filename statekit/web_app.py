@@ -100,29 +100,32 @@ class WebApp:
     def __init__(
         self,
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport,
-        headers: Mapping[str, str] | None,
+        client: httpx.Client,
         loop: _LoopThread | None,
     ) -> None:
-        # the client builds requests and keeps cookies; requests go to the transport itself, past
-        # the client's send (no auth or redirect machinery)
-        self._client = httpx.Client(base_url=BASE_URL, headers=headers)
+        self._client = client
+        """Builds requests and keeps cookies; requests go to the transport itself, past the client's
+        send (no auth or redirect machinery)."""
         self._transport = transport
         self._loop = loop
+        self._closed = False
 
     @classmethod
     def wsgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
-        return cls(_AppWSGITransport(app=app), headers, None)
+        return cls(_AppWSGITransport(app=app), _client(headers), None)
 
     @classmethod
     def asgi(cls, app: Any, *, headers: Mapping[str, str] | None = None) -> WebApp:
+        client = _client(headers)  # bad headers fail here, before the app starts
         loop = _LoopThread(app)
         try:
             loop.start()
         except BaseException:
             loop.stop()
+            client.close()
             raise
         # the app's exceptions become 500 answers (as a server would send), not the caller's crash
-        return cls(_AppASGITransport(app=loop.app, raise_app_exceptions=False), headers, loop)
+        return cls(_AppASGITransport(app=loop.app, raise_app_exceptions=False), client, loop)
 
     @property
     def headers(self) -> httpx.Headers:
@@ -130,13 +133,14 @@ class WebApp:
 
     def request(self, method: str, path: str, **options: Any) -> httpx.Response:
         """One request (``params``, ``json``, ``files``, ``data``, ``headers`` as httpx takes them)."""
+        if self._closed:
+            raise RuntimeError("the web app is closed")
         request = self._client.build_request(method, path, **options)
         if isinstance(self._transport, httpx.BaseTransport):
             response = self._transport.handle_request(request)
             response.read()
         else:
-            if self._loop is None:
-                raise RuntimeError("the web app is closed")
+            assert self._loop is not None
             response = self._loop.run(self._send(self._transport, request))
         response.request = request
         self._client.cookies.extract_cookies(response)
@@ -163,12 +167,18 @@ class WebApp:
 
     def close(self) -> None:
         """Shut the app down (its lifespan's shutdown, for ASGI) and end the transport's thread."""
-        loop, self._loop = self._loop, None
+        loop, self._loop, self._closed = self._loop, None, True
         try:
             self._client.close()
         finally:
             if loop is not None:
                 loop.stop()
+
+
+def _client(headers: Mapping[str, str] | None) -> httpx.Client:
+    """A fixed user agent: httpx's names its version, which an app that stores it would put in the
+    world (and a dependency upgrade would then change the digest)."""
+    return httpx.Client(base_url=BASE_URL, headers={"User-Agent": "statekit", **(headers or {})})
 
 
 class _LoopThread:
@@ -177,11 +187,19 @@ class _LoopThread:
     def __init__(self, app: Any) -> None:
         self._app = app
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="statekit-web-app", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="statekit-web-app", daemon=True)
+        self._stopping = asyncio.Event()
         self._state: dict[str, Any] = {}
         self._shutdown: asyncio.Queue[dict[str, Any]] | None = None
         self._lifespan: asyncio.Future[None] | None = None
         self._supported = False
+
+    def _serve(self) -> None:
+        """The loop runs one task until ``stop()``: anyio takes a ``run_until_complete`` task for the
+        root of the tasks it serves, and keeps its worker threads (a sync route's) while that task
+        lives; under ``run_forever`` each request's task was the root, and each sync route or
+        dependency started a worker thread that ended with the request."""
+        self._loop.run_until_complete(self._stopping.wait())
 
     async def app(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         """The app as requests reach it: with the state its lifespan set up, as servers pass it."""
@@ -220,6 +238,9 @@ class _LoopThread:
                     raise
                 # a failed startup is reported by its message, its exception retrieved here: left
                 # to the garbage collector, asyncio would log it from wherever collection ran
+            finally:
+                if not started.done():  # it returned (or was cancelled) without answering: none
+                    started.set_result({"type": "unsupported"})
 
         self._lifespan = asyncio.ensure_future(lifespan())
         answer = await started
@@ -234,10 +255,30 @@ class _LoopThread:
             await self._lifespan
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            try:
-                self.run(self._stop_lifespan())
-            finally:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join()
-        self._loop.close()
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a web app cannot be closed from its own requests")
+        try:
+            if self._thread.is_alive():
+                try:
+                    self.run(self._stop_lifespan())
+                finally:
+                    self._loop.call_soon_threadsafe(self._stopping.set)
+                    self._thread.join()
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        """What ``asyncio.run`` does after its main task: cancel what is left (the app's own tasks),
+        shut down async generators and the default executor, close the loop."""
+        if self._loop.is_closed():
+            return
+        try:
+            left = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+            for task in left:
+                task.cancel()
+            if left:
+                self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.run_until_complete(self._loop.shutdown_default_executor())
+        finally:
+            self._loop.close()

@@ -151,23 +151,31 @@ NEEDS = {
 }
 """Per set-up step of ``scripts/test.sh`` still running when the tests start, the node ids (by prefix)
 of the tests that need it: each waits for the step to end, and fails with its log if it failed."""
-SETUP_TIMEOUT = 30 * 60
+SETUP_TIMEOUT = 15 * 60
+"""How long a test waits for a set-up step; its own timeout (pytest-timeout's, which counts the wait)
+is lengthened by as much."""
+_SETUP_FAILED: dict[str, str] = {}
+"""Steps found failed (or not done in time), with why: the next test that needs one fails at once."""
 
 
 def _wait_for_setup(step: str) -> None:
     """Wait for ``scripts/test.sh``'s set-up step (nothing to wait for outside that script, or for a
     step it did not start)."""
+    if step in _SETUP_FAILED:
+        pytest.fail(_SETUP_FAILED[step])
     folder = os.environ.get("STATEKIT_TEST_SETUP")
     if not folder or not (Path(folder) / f"{step}.log").exists():
         return
     done, deadline = Path(folder) / f"{step}.rc", time.monotonic() + SETUP_TIMEOUT
     while not done.exists() or not done.read_text().strip():
         if time.monotonic() > deadline:
-            pytest.fail(f"set-up step {step!r} did not end within {SETUP_TIMEOUT} s")
+            _SETUP_FAILED[step] = f"set-up step {step!r} did not end within {SETUP_TIMEOUT} s"
+            pytest.fail(_SETUP_FAILED[step])
         time.sleep(0.5)
     if done.read_text().strip() != "0":
         log = (Path(folder) / f"{step}.log").read_text(errors="replace")[-4000:]
-        pytest.fail(f"set-up step {step!r} failed (scripts/test.sh):\n{log}")
+        _SETUP_FAILED[step] = f"set-up step {step!r} failed (scripts/test.sh):\n{log}"
+        pytest.fail(_SETUP_FAILED[step])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -181,9 +189,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the slow tests, and run the groups first: each is a long chain in one process, and
     starting it last would leave the other processes idle at the end of the run."""
+    needing = tuple(prefix for prefixes in NEEDS.values() for prefix in prefixes)
     for item in items:
         if item.nodeid.startswith(SLOW) or "[2-workers" in item.nodeid:
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(needing):
+            own = item.get_closest_marker("timeout")
+            base = float(own.args[0]) if own and own.args else float(item.config.getini("timeout") or 0)
+            if base:
+                item.add_marker(pytest.mark.timeout(base + SETUP_TIMEOUT), append=False)
     grouped = tuple(prefix for prefixes in GROUPS.values() for prefix in prefixes)
     long = (*SLOW, "statekit[")  # the slow ones and the plugin's generated ones next, the many short last
     items.sort(key=lambda item: (not item.nodeid.startswith(grouped), not item.nodeid.startswith(long)))

@@ -48,6 +48,10 @@ def fastapi_app(events: list[str]) -> FastAPI:
     async def upload(file: Annotated[UploadFile, File()]) -> dict[str, Any]:
         return {"filename": file.filename, "size": len(await file.read())}
 
+    @app.get("/sync-thread")
+    def sync_thread() -> dict[str, int]:
+        return {"thread": threading.get_native_id()}  # the kernel's id: a new thread gets a new one
+
     @app.get("/login")
     def login(response: Response) -> dict[str, str]:
         response.set_cookie("visitor", "v1")
@@ -103,8 +107,14 @@ def test_an_asgi_app_runs_its_lifespan_once_and_every_request_on_one_loop(
     }
     assert {a["body"]["thread"] for a in answers} == {first["body"]["thread"]}  # type: ignore[index,call-overload]
     assert first["body"]["thread"] != threading.get_ident()  # type: ignore[index,call-overload]
+    # a sync route runs on anyio's worker threads, kept for the app's life, not one per request
+    synced = [web.call(Route("GET", "/sync-thread"), {}) for _ in range(30)]
+    assert len({a["body"]["thread"] for a in synced}) <= 2  # type: ignore[index,call-overload]
+    assert threading.active_count() <= threads_before + 2
     web.close()
     assert events == ["startup", "shutdown"]
+    with pytest.raises(RuntimeError, match="closed"):
+        web.call(Route("GET", "/text"), {})
 
 
 def test_routes_send_the_arguments_where_the_route_says(asgi: tuple[WebApp, list[str]]) -> None:
@@ -157,6 +167,21 @@ def test_an_asgi_app_without_a_lifespan_is_served() -> None:
     web = WebApp.asgi(bare)
     try:
         assert web.call(Route("GET", "/p"), {}) == {"status": 200, "body": {"path": "/p"}}
+    finally:
+        web.close()
+
+
+def test_an_app_that_ignores_the_lifespan_scope_is_served() -> None:
+    """Many small apps simply return on a scope they do not handle: no lifespan, not a hang."""
+
+    async def quiet(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    web = WebApp.asgi(quiet)
+    try:
+        assert web.request("GET", "/").status_code == 204
     finally:
         web.close()
 
