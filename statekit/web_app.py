@@ -65,7 +65,10 @@ class Route:
             return {"method": self.method, "path": path, "files": self.files(arguments)}
         rest = {k: v for k, v in arguments.items() if k not in self._names}
         if self.method in ("GET", "DELETE", "HEAD"):
-            params = {k: str(v).lower() if isinstance(v, bool) else v for k, v in rest.items()}
+            # a null argument is an absent one in a query string (``k=`` would be an empty value)
+            params = {
+                k: str(v).lower() if isinstance(v, bool) else v for k, v in rest.items() if v is not None
+            }
             return {"method": self.method, "path": path, "params": params}
         if self.body is not None:
             rest = {k: rest[k] for k in self.body if k in rest}

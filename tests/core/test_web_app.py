@@ -123,6 +123,8 @@ def test_routes_send_the_arguments_where_the_route_says(asgi: tuple[WebApp, list
         "status": 201,
         "body": {"name": "x", "body": {"n": 1}},
     }
+    read = web.call(Route("GET", "/items/{name}"), {"name": "x", "limit": None})["body"]
+    assert read["limit"] == 1  # type: ignore[index,call-overload]  # null: absent, the route's default
     chosen = Route("POST", "/items/{name}", body=("keep",))
     assert web.call(chosen, {"name": "x", "keep": 1, "drop": 2})["body"] == {"name": "x", "body": {"keep": 1}}
     assert web.call(Route("POST", "/items/{name}", body=()), {"name": "x"})["body"] == {
