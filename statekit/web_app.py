@@ -2,12 +2,13 @@
 
 Most applications worth an environment are web APIs. Their adapters called them through a test client,
 which for an ASGI app (Starlette's ``TestClient``) starts a thread and an event loop per request, or
-hops to a portal thread per request once entered; the hops cost more than the application's own work
-on a read. ``WebApp`` keeps one transport per warm app instead:
+hops to a portal thread per request once entered (about 2 ms of a 6 ms claims read, measured).
+``WebApp`` keeps one transport per warm app instead:
 
 - WSGI (Django, Flask): httpx's ``WSGITransport`` calls the app in the caller's thread, no hop at all;
 - ASGI (FastAPI, Starlette): one event loop in one thread for the app's life, running its lifespan
-  (startup once, shutdown on close) and every request, handed over with one thread switch each way.
+  (startup once, shutdown on close) and every request, handed over with one thread switch each way;
+  sync routes run on anyio's worker threads, kept for the loop's life as under a server.
 
 ``Route`` maps a tool to a request: the path's ``{names}`` are filled from the tool's arguments, the
 other arguments go to the query string (GET, DELETE) or to the JSON body, and ``WebApp.call`` answers
