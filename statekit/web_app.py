@@ -71,10 +71,10 @@ class Route:
                 k: str(v).lower() if isinstance(v, bool) else v for k, v in rest.items() if v is not None
             }
             return {"method": self.method, "path": path, "params": params}
+        if self.body == ():  # the route takes no body
+            return {"method": self.method, "path": path}
         if self.body is not None:
             rest = {k: rest[k] for k in self.body if k in rest}
-            if not self.body:
-                return {"method": self.method, "path": path}
         return {"method": self.method, "path": path, "json": rest}
 
 
