@@ -4,8 +4,8 @@ the WebSocket and through Ray.
     python benchmarks/step.py [--steps 200] [--skip-ray]
 
 One run, side by side, for a read tool (``get_claim``) and a write tool (``add_note``): the floor (the
-same request sent straight to the warm application's own client, on the same world, outside any
-step), ``env.step`` in-process (the default ``rewind`` strategy, embedded PostgreSQL), and the same
+same call the adapter makes, ``WebApp.call`` on the warm application's own transport with its JSON
+answer decoded, on the same world, outside any step), ``env.step`` in-process (the default ``rewind`` strategy, embedded PostgreSQL), and the same
 step through ``statekit serve`` over HTTP (an in-process server thread, ``RemoteEnvironment``) and over
 its WebSocket (``/ws``, OpenEnv's protocol, one message per step), and through Ray (one environment
 actor on a one-node loopback cluster, a ``VectorEnv`` of one).
@@ -89,8 +89,9 @@ def main() -> int:
         app = env._live.episode.app  # type: ignore[union-attr]  # the warm app statekit holds: the floor
 
         def direct(action: dict[str, Any]) -> Callable[[], object]:
-            request = ROUTES[action["tool"]].request({k: v for k, v in action.items() if k != "tool"})
-            return lambda: app.web.request(**request)
+            """The very call the adapter makes in a step (request and JSON answer), outside any step."""
+            route, arguments = ROUTES[action["tool"]], {k: v for k, v in action.items() if k != "tool"}
+            return lambda: app.web.call(route, arguments)
 
         for name, action in actions.items():
             results[name] = {
