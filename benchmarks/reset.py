@@ -37,7 +37,8 @@ from wide_world import WideWorld
 import statekit
 import statekit.kit
 from statekit.determinism.controls import Controls
-from statekit.postgres.journal import Journal, multirange
+from statekit.postgres.journal import Journal
+from statekit.postgres.journal_paths import multirange
 from statekit.strategies.base import World
 from statekit_examples.adapters.claims_app import ClaimsAdapter
 

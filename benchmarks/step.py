@@ -5,10 +5,11 @@ the WebSocket and through Ray.
 
 One run, side by side, for a read tool (``get_claim``) and a write tool (``add_note``): the floor (the
 same call the adapter makes, ``WebApp.call`` on the warm application's own transport with its JSON
-answer decoded, on the same world, outside any step), ``env.step`` in-process (the default ``rewind`` strategy, embedded PostgreSQL), and the same
-step through ``statekit serve`` over HTTP (an in-process server thread, ``RemoteEnvironment``) and over
-its WebSocket (``/ws``, OpenEnv's protocol, one message per step), and through Ray (one environment
-actor on a one-node loopback cluster, a ``VectorEnv`` of one).
+answer decoded, on the same world, outside any step), ``env.step`` in-process (the default ``rewind``
+strategy, embedded PostgreSQL), and the same step through ``statekit serve`` over HTTP (an in-process
+server thread, ``RemoteEnvironment``) and over its WebSocket (``/ws``, OpenEnv's protocol, one message
+per step), and through Ray (one environment actor on a one-node loopback cluster, a ``VectorEnv`` of
+one).
 Prints p50/p90, each against the floor, statekit's own cost per step (p50 minus the floor's) and
 steps per second on one process.
 """

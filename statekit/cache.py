@@ -45,6 +45,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -231,6 +232,12 @@ class _Connection:
             return made
 
 
+USE_REFRESH = 1.0
+"""Seconds a golden's last use and a holder's unchanged leases go unrecorded: back-to-back resets
+wrote the shared record every time, and its periodic checkpoint (an fsync) was a mode of
+``env.reset`` at three times its median; eviction order needs no finer clock than this."""
+
+
 def forget_dead_leases(db: sqlite3.Connection) -> None:
     """Leases of processes that are gone (crashed, or never released) protect nothing."""
     for (label,) in db.execute("SELECT DISTINCT owner FROM leases").fetchall():
@@ -276,6 +283,9 @@ class WorldCache:
         self._previous: str | None = None
         self._prefetched: list[str] = []
         self._warned: set[str] = set()
+        self._written: tuple[frozenset[str], str] | None = None
+        """The leases (and their owner) ``_use`` last wrote; ``_marked``: when it marked each key used."""
+        self._marked: dict[str, float] = {}
 
     def key(self, seed: int) -> str:
         return world_key(self._fingerprint, seed)
@@ -340,6 +350,7 @@ class WorldCache:
         """Release this holder's leases. Safe to call twice."""
         self._current = self._previous = None
         self._prefetched = []
+        self._written, self._marked = None, {}
         with self.index.transaction() as db:
             db.execute("DELETE FROM leases WHERE holder = ?", (self._holder,))
 
@@ -350,6 +361,11 @@ class WorldCache:
         leased |= self.strategy.parked_keys()  # a parked copy may read its golden (an overlay's lower)
         unsized = False
         owner = Owner.current().label
+        now = time.monotonic()
+        if self._written == (frozenset(leased), owner) and all(
+            now - self._marked.get(key, -USE_REFRESH) < USE_REFRESH for key in seeds_by_key
+        ):
+            return False  # the same leases, and each key marked used (and sized) a moment ago
         with self.index.transaction() as db:
             (clock,) = db.execute("SELECT coalesce(max(used), 0) + 1 FROM goldens").fetchone()
             for key, seed in seeds_by_key.items():
@@ -367,6 +383,8 @@ class WorldCache:
                 "INSERT INTO leases (holder, owner, store, key) VALUES (?, ?, ?, ?)",
                 [(self._holder, owner, self.store, key) for key in sorted(leased)],
             )
+        self._written = (frozenset(leased), owner)
+        self._marked.update({} if unsized else dict.fromkeys(seeds_by_key, now))
         return unsized
 
     def _build(self, seed: int, key: str) -> None:

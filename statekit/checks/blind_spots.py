@@ -24,7 +24,8 @@ from psycopg import sql
 
 from statekit.digest.spec import DigestSpec
 from statekit.env import Environment
-from statekit.postgres.journal import Cut, Journal, delta, journals_of
+from statekit.postgres.journal import Journal, journals_of
+from statekit.postgres.journal_paths import Cut, delta
 from statekit.postgres.journal_sql import SESSION_IO
 
 JOURNAL = "journal"

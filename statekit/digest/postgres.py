@@ -35,7 +35,8 @@ from statekit.digest.coverage import check_coverage, digested_sequences, live_co
 from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.multiset import MultisetHash
 from statekit.digest.spec import DigestSpec, TableSpec
-from statekit.postgres.journal import Cut, Journal, delta
+from statekit.postgres.journal import Journal
+from statekit.postgres.journal_paths import Cut, delta
 from statekit.postgres.server import tuples
 
 KeyedRow = tuple[list[Any], dict[str, Any]]

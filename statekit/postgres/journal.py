@@ -32,6 +32,8 @@ from psycopg.types.json import set_json_loads
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
 from statekit.postgres import roles
+from statekit.postgres.audit import Audit
+from statekit.postgres.journal_paths import OPEN_END, Cut, Delta, Ranges, minus, multirange
 from statekit.postgres.journal_tables import row_trigger, truncate_trigger, undo_function
 from statekit.postgres.server import rollback_prepared, tuples
 from statekit.postgres.tail import Tail
@@ -41,21 +43,6 @@ DEFAULT_BOUND = 200_000
 """Row changes a world's journal may hold before the world is discarded instead of rewound."""
 
 NEEDS_SUPERUSER = "the journal needs a superuser connection (event triggers, session_replication_role)"
-
-Ranges = tuple[tuple[int, int], ...]
-"""Closed, sorted, disjoint ranges of journal ``seq`` numbers."""
-OPEN_END = 2**62
-"""The last possible ``seq``: the current path ends at it until a cut closes it."""
-
-
-@dataclass(frozen=True)
-class Cut:
-    """A point on a world's journal: the entries from the golden to it, and the snapshot it was read in
-    (a transaction still open at a cut may commit entries numbered inside it later)."""
-
-    generation: int
-    path: Ranges
-    snapshot: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,65 +100,8 @@ def install(conninfo: str, *, bound: int = DEFAULT_BOUND) -> str | None:
     return None
 
 
-def _minus(a: Ranges, b: Ranges) -> Ranges:
-    """``a`` without ``b``."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in a:
-        pieces = [(lo, hi)]
-        for blo, bhi in b:
-            next_pieces = []
-            for plo, phi in pieces:
-                if bhi < plo or blo > phi:
-                    next_pieces.append((plo, phi))
-                    continue
-                if plo < blo:
-                    next_pieces.append((plo, blo - 1))
-                if bhi < phi:
-                    next_pieces.append((bhi + 1, phi))
-            pieces = next_pieces
-        out.extend(pieces)
-    return tuple(sorted(out))
-
-
-def _intersect(a: Ranges, b: Ranges) -> Ranges:
-    out = [
-        (max(alo, blo), min(ahi, bhi)) for alo, ahi in a for blo, bhi in b if max(alo, blo) <= min(ahi, bhi)
-    ]
-    return tuple(sorted(out))
-
-
 _SNAPSHOT = sql.SQL("coalesce(nullif(%(snap)s, '')::pg_snapshot, pg_current_snapshot())")
 """The old cut's snapshot; a cut without one (a quiet mark) saw every committed entry."""
-
-
-def multirange(ranges: Sequence[tuple[int, int]]) -> str:
-    """An ``int8multirange`` literal."""
-    return "{" + ",".join(f"[{lo},{hi}]" for lo, hi in ranges) + "}"
-
-
-@dataclass(frozen=True)
-class Delta:
-    """Entries between two cuts: ``fwd`` to apply as recorded, ``back`` to apply in reverse, and
-    ``late``: entries inside the old cut's path that were invisible in its snapshot (count them now)."""
-
-    fwd: Ranges
-    back: Ranges
-    late: Ranges
-    old_snapshot: str
-
-
-def delta(old: Cut, new: Cut) -> Delta | None:
-    """How to get from ``old`` to ``new``; None when the journal was emptied in between."""
-    if old.generation != new.generation and old.path:
-        return None
-    if old.generation != new.generation:
-        return Delta(new.path, (), (), "")
-    return Delta(
-        fwd=_minus(new.path, old.path),
-        back=_minus(old.path, new.path),
-        late=_intersect(old.path, new.path) if old.snapshot else (),
-        old_snapshot=old.snapshot,
-    )
 
 
 class Journal:
@@ -197,6 +127,7 @@ class Journal:
         """``_statekit.outside(role)`` when the copy was first opened, before any episode touched it."""
         self.tail = Tail(self, None)
         """What the journal gained lately, shared by the controls that watch it (``tail.py``)."""
+        self._audit: Audit | None = None
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> psycopg.Connection[Any]:
@@ -212,7 +143,9 @@ class Journal:
 
     def close(self) -> None:
         with self._lock:
-            conn, self._conn = self._conn, None
+            if self._audit is not None:
+                self._audit.result()
+            conn, self._conn, self._audit = self._conn, None, None
         if conn is not None and not conn.closed:
             conn.close()
 
@@ -236,9 +169,20 @@ class Journal:
         return self._outside
 
     # -- where the world is ---------------------------------------------------------------------
+    def audit(self) -> None:
+        """Check the world against its golden's fingerprints in full, on a snapshot of it as it is now,
+        beside the next episode (``audit.py``); a failure refuses the next move or mark."""
+        with self._lock:
+            name = psycopg.conninfo.conninfo_to_dict(self.conninfo).get("dbname")
+            self._audit = Audit(self.conninfo, str(name))
+
+    def _audited(self) -> str | None:
+        """Why the last sampled check refused the world (waiting for it), or None."""
+        return self._audit.result() if self._audit is not None else None
+
     def dirty(self) -> str | None:
         """Why the journal no longer describes the world (DDL, overflow, ...), or None."""
-        missing = self.unavailable()
+        missing = self.unavailable() or self._audited()
         if missing:
             return missing
         row = self.connection().execute("SELECT dirty FROM _statekit.meta").fetchone()
@@ -318,14 +262,14 @@ class Journal:
         if (reset or verify) and to is not None:
             raise ValueError("reset and verify are for a move to the golden only")
         with self._lock:
-            missing = self.unavailable()
+            missing = self.unavailable() or self._audited()
             if missing:
                 raise RewindError(missing)
             target: Ranges = () if to is None else to.cut.path
             if to is not None and to.cut.generation != self.generation:
                 raise RewindError("the bookmark is older than the journal (it was emptied since)")
             current = (*self._base, (self._open_from, OPEN_END))  # no need to ask where it ends
-            fwd, back = _minus(target, current), _minus(current, target)
+            fwd, back = minus(target, current), minus(current, target)
             seqs = json.dumps(to.sequences if to is not None else {})
             row = self._call(
                 "SELECT _statekit.move(%s::int8multirange, %s::int8multirange, %s::jsonb, %s, %s, %s, %s), "

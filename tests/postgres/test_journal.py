@@ -517,6 +517,34 @@ def test_a_superuser_write_in_the_replica_role_escapes_capture_but_not_the_verif
             made.discard(world)
 
 
+def test_a_sampled_check_runs_beside_the_next_episode_on_the_rewound_state_and_refuses_the_world_after(
+    strategy: PostgresTemplate,
+) -> None:
+    """The one rewind in ``verify_every`` that is checked in full is checked on a snapshot taken at the
+    rewind, while the next episode writes: its writes pass, an unjournaled change left by the last
+    episode is found, and the world's next move is refused, naming the table."""
+    world = strategy.restore("golden")
+    journal = world.handle
+    assert isinstance(journal, Journal)
+    try:
+        journal.audit()  # the world is its golden: the episode's own writes below are not seen
+        _sql(_app(world), "UPDATE people SET name = 'seen by the episode only' WHERE id = 3")
+        journal.move(None, reset=True)
+        hidden = "UPDATE pets SET legs = 9 WHERE id = 2"
+        _sql(journal.conninfo, "SET session_replication_role = replica", hidden)
+        journal.move(None, reset=True)  # the journal cannot undo what it never saw
+        journal.audit()
+        with pytest.raises(RewindError) as refused:
+            journal.move(None, reset=True)
+        assert refused.value.reason.startswith(
+            "after the rewind the world is not its golden: table public.pets: 60 rows, hash "
+        ), refused.value.reason
+        with pytest.raises(RewindError, match="not its golden"):
+            journal.mark()
+    finally:
+        strategy.discard(world)
+
+
 @pytest.mark.parametrize(
     "statement",
     [
