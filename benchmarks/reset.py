@@ -111,6 +111,7 @@ def rewind_parts(make: Callable[[], statekit.Environment], episodes: int) -> dic
             path = journal.cut().path
             mark = strategy.mark(env.world)  # keeps the journal entries through the next rewind
             env.reset(seed=seed)
+            journal.dirty()  # waits for a sampled check still running (the move below would end it)
             conn = journal.connection()
             conn.execute("BEGIN")
             moved = conn.execute(
