@@ -170,7 +170,9 @@ def test_a_killed_workers_databases_and_directories_are_swept(
         os.kill(victim, signal.SIGKILL)
         with pytest.raises(EnvironmentLost):
             remote.state()
-    _wait_for(lambda: len(app.state.workers.pids) == 1, "a replacement worker", timeout=120)
+    # replaced (not "one pid again": the dead worker's slot may not be emptied yet), and a replacement
+    # counts once it is ready, after making its environment swept the dead one's copies
+    _wait_for(lambda: app.state.workers.replaced == 1, "a replacement worker", timeout=120)
     assert leftovers(victim) == [], "the replacement swept the dead worker's world"
     with RemoteEnvironment(url) as remote:
         assert remote.reset(seed=7)[1]["digest"]
