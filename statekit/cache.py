@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from statekit.builder_code import builder_code
 from statekit.determinism.controls import Controls
 from statekit.determinism.egress import EgressScope
 from statekit.digest.canonical import canonical_json
@@ -116,7 +117,7 @@ class CacheEntry:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS goldens (
     store TEXT NOT NULL, key TEXT NOT NULL, seed INTEGER NOT NULL, bytes INTEGER,
-    used INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (store, key));
+    used INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, code TEXT, PRIMARY KEY (store, key));
 CREATE TABLE IF NOT EXISTS leases (
     holder TEXT NOT NULL, owner TEXT NOT NULL, store TEXT NOT NULL, key TEXT NOT NULL,
     PRIMARY KEY (holder, key));
@@ -227,6 +228,8 @@ class _Connection:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")  # a cache record: losing a last commit is harmless
                 conn.executescript(_SCHEMA)
+                if "code" not in {row[1] for row in conn.execute("PRAGMA table_info(goldens)")}:
+                    conn.execute("ALTER TABLE goldens ADD COLUMN code TEXT")  # a record made before it
                 conn.execute(f"PRAGMA user_version={INDEX_FORMAT}")
                 made = cls._open[where] = cls(conn)
             return made
@@ -278,6 +281,8 @@ class WorldCache:
         self.egress: EgressScope | None = None
         """Where a build may reach out (the Environment's guard); None: no guard."""
         self._fingerprint = adapter.fingerprint()
+        self._code = builder_code(adapter)
+        """The code that builds this adapter's worlds, recorded beside each golden built here."""
         self._holder = true_token(8)
         self._current: str | None = None
         self._previous: str | None = None
@@ -323,7 +328,7 @@ class WorldCache:
         except BaseException:
             self._forget_unbuilt(key)
             raise
-        self._record_size(key)
+        self._record_size(key, code=self._code)
         self._evict()
         return key
 
@@ -374,10 +379,19 @@ class WorldCache:
                     " ON CONFLICT (store, key) DO UPDATE SET used = excluded.used",
                     (self.store, key, seed, clock),
                 )
-                (size,) = db.execute(
-                    "SELECT bytes FROM goldens WHERE store = ? AND key = ?", (self.store, key)
+                size, code = db.execute(
+                    "SELECT bytes, code FROM goldens WHERE store = ? AND key = ?", (self.store, key)
                 ).fetchone()
                 unsized = unsized or size is None
+                if code not in (None, self._code) and key not in self._warned:
+                    self._warned.add(key)
+                    log.warning(
+                        "the world of seed %d (golden %s) was built by other code of %s than runs now, under "
+                        "the same fingerprint(): it is served as it was built. If the builder changed, make "
+                        "fingerprint() change with it (the default one does) or `statekit cache prune` the "
+                        "old worlds",
+                        seed, key, type(self.adapter).__name__,
+                    )  # fmt: skip
             db.execute("DELETE FROM leases WHERE holder = ?", (self._holder,))
             db.executemany(
                 "INSERT INTO leases (holder, owner, store, key) VALUES (?, ?, ?, ?)",
@@ -400,7 +414,7 @@ class WorldCache:
                 return
             self.strategy.capture(key, build)
 
-    def _record_size(self, key: str) -> None:
+    def _record_size(self, key: str, code: str | None = None) -> None:
         size = self._storage.footprint(key)
         if size is None:
             if self.store not in self._warned:
@@ -408,7 +422,10 @@ class WorldCache:
                 log.warning("%s cannot measure its goldens: the cache budget does not count them", self.store)
             size = 0
         with self.index.transaction() as db:
-            db.execute("UPDATE goldens SET bytes = ? WHERE store = ? AND key = ?", (size, self.store, key))
+            db.execute(
+                "UPDATE goldens SET bytes = ?, code = coalesce(?, code) WHERE store = ? AND key = ?",
+                (size, code, self.store, key),
+            )
 
     def _reserve(self, key: str) -> None:
         """Count a golden being built at the size of this store's largest, so the budget holds for the

@@ -12,6 +12,7 @@ needs lives in a private module.
 from __future__ import annotations
 
 from statekit.adapter import Adapter, AdapterWrapper, EnvSettings, Episode, Outcome
+from statekit.builder_code import builder_code
 from statekit.capabilities import (
     AssayHooks,
     CheckHints,
@@ -109,6 +110,7 @@ __all__ = [
     "WebApp",
     "World",
     "allow_egress",
+    "builder_code",
     "canonical_json",
     "canonical_url",
     "canonical_value",

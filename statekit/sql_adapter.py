@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from statekit.adapter import Adapter
+from statekit.builder_code import builder_code
 from statekit.capabilities import DatabaseWorld, StateDumps
 from statekit.collateral import journal_changes
 from statekit.digest.compute import Digest, merge
@@ -61,6 +62,16 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
     database_prefix: str | None = None
     """What the world databases' names start with (``sk<name>`` when None): PostgreSQL names are
     at most 63 bytes, so an adapter with a long name picks a short prefix."""
+
+    builder_modules: tuple[str, ...] = ()
+    """Modules besides the adapter's own whose code builds its worlds (the app's seed script, say):
+    the default ``fingerprint`` follows their source too."""
+
+    def fingerprint(self) -> dict[str, str]:
+        """The adapter's class and a hash of the code that builds its worlds (``builder_code``): a
+        changed builder gets new worlds. Override it to add what the code does not show (data files,
+        the app's version), keeping ``builder_code(self)`` in it."""
+        return {"adapter": f"{type(self).__module__}.{type(self).__qualname__}", "code": builder_code(self)}
 
     @property
     def strategies(self) -> tuple[str, ...]:  # type: ignore[override]  # derived from app_role here

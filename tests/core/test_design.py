@@ -20,7 +20,7 @@ from statekit.strategies.base import ResetStrategy
 PACKAGE = Path(statekit.__file__).parent
 MAX_LINES = 500
 LAYERS: dict[int, tuple[str, ...]] = {
-    1: ("contract", "world", "entropy", "errors", "settings", "memo"),
+    1: ("contract", "world", "entropy", "errors", "settings", "memo", "builder_code"),
     2: ("determinism", "digest", "postgres", "strategies", "seeds", "web_app"),
     3: (
         "adapter",
