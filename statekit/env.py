@@ -19,6 +19,7 @@ from statekit.cache import world_key as world_key  # re-exported: benchmarks and
 from statekit.capabilities import StateDumps, capability, replay_control
 from statekit.collateral import ChangeSet, Verdict
 from statekit.contract import JSON, State, StepResult, Task
+from statekit.determinism.clock import EPISODE_START
 from statekit.determinism.controls import CORE_CONTROLS, Controls
 from statekit.determinism.egress import EgressScope
 from statekit.determinism.ids import HeldGenerators
@@ -46,8 +47,6 @@ from statekit.warm import EpisodeStarts
 from statekit.world import World
 
 log = logging.getLogger(__name__)
-EPISODE_START = timedelta(hours=1)
-"""Episodes begin an hour after their world was built, so 'built' and 'acted on' never coincide."""
 
 
 class Environment(Forking, Transferring):

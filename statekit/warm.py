@@ -72,13 +72,15 @@ class EpisodeStarts:
                     app=app,
                     settings=settings,
                 )
+                if known is not None:  # the same start as the first: the controls end where they did,
+                    controls.load(known.controls)  # before the first observation (the clock moves too)
                 observation = episode.observe()
             controls.adopt(episode.controls, (control.name for control in self.adapter.controls))
         except BaseException:
             if episode is not None:
                 episode.close()
             raise
-        if known is not None:  # the same start as the first one: the controls end where they did
+        if known is not None:  # the episode's own controls, adopted after its start
             controls.load(known.controls)
         elif task is None and self.adapter.deterministic_start:
             self._starts[start_key] = Start(episode.task, controls.save())

@@ -21,6 +21,8 @@ import time_machine
 from statekit.determinism.base import Control
 
 BASE_EPOCH = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+EPISODE_START = timedelta(hours=1)
+"""Episodes begin an hour after their world's build began, so 'built' and 'acted on' never coincide."""
 
 
 def epoch_for(seed: int) -> datetime:
@@ -32,19 +34,29 @@ def epoch_for(seed: int) -> datetime:
 class VirtualClock(Control):
     """The episode's (or the build's) time. ``active()`` makes Python's clock read it; ``advance()``
     moves it, and moves Python's clock with it when called while active (a world builder that wants
-    its rows stamped at different instants calls ``statekit.kit.clock().advance(...)`` between them)."""
+    its rows stamped at different instants calls ``statekit.kit.clock().advance(...)`` between them).
+
+    The rules (docs/WRAPPING.md, "The clock"): a build starts at the seed's epoch and may move back
+    (``backwards``) to write history, but must end by ``EPISODE_START`` after it, where episodes begin;
+    an episode's clock only moves forward (``start_episode`` may move it, and a replayed deterministic
+    start ends where the first one did).
+    """
 
     name: ClassVar[str] = "clock"
 
-    def __init__(self, start: datetime) -> None:
+    def __init__(self, start: datetime, *, backwards: bool = False) -> None:
         if start.tzinfo is None:
             raise ValueError("the virtual clock needs an aware datetime")
         self.now = start
+        self.backwards = backwards
         self._traveller: time_machine.Traveller | None = None
 
     def advance(self, delta: timedelta) -> None:
-        if delta < timedelta(0):
-            raise ValueError("the virtual clock never goes backwards")
+        if delta < timedelta(0) and not self.backwards:
+            raise ValueError(
+                f"an episode's virtual clock never goes backwards (asked to move {delta}): only a world "
+                "builder may move it back, to write history before the episode's start"
+            )
         self.now += delta
         if self._traveller is not None:
             self._traveller.shift(delta)
@@ -66,3 +78,5 @@ class VirtualClock(Control):
 
     def load(self, state: datetime) -> None:
         self.now = state
+        if self._traveller is not None:  # active: Python's clock follows
+            self._traveller.move_to(state)

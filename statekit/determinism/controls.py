@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.contract import JSON
 from statekit.determinism.base import Control, Violation
-from statekit.determinism.clock import VirtualClock, epoch_for
+from statekit.determinism.clock import EPISODE_START, VirtualClock, epoch_for
 from statekit.determinism.dbclock import DatabaseClock
 from statekit.determinism.egress import EgressControl, EgressScope
 from statekit.determinism.host import HostIdentity
@@ -85,7 +85,7 @@ class Controls:
         self.seed = seed
         self.purpose = purpose
         self.disabled = frozenset(disabled)
-        self.clock = VirtualClock(epoch_for(seed) + start_offset)
+        self.clock = VirtualClock(epoch_for(seed) + start_offset, backwards=purpose == "build")
         self.ids = SeededIds(seed, purpose, held=held if "ids" not in self.disabled else None)
         self.egress = EgressControl(egress)
         self.db_clock = DatabaseClock(self.clock)
@@ -133,6 +133,13 @@ class Controls:
             for control in self._on(all_on):
                 stack.enter_context(control.active())
             yield
+        if self.purpose == "build" and self.clock.now > epoch_for(self.seed) + EPISODE_START:
+            raise ConfigError(
+                f"building the world for seed {self.seed} left the virtual clock at "
+                f"{self.clock.isoformat()}, after the episodes' start ({EPISODE_START} after the build's): "
+                "what it stamped lies in their future. Write history backwards from the start: move the "
+                "clock back first (statekit.kit.clock().advance(-timedelta(days=30))), then forward"
+            )
         if self.purpose != "episode":
             found = self.violations()
             if found:
