@@ -39,8 +39,14 @@ class ToolView:
         )
 
 
-def fixed_value(schema: Mapping[str, Any]) -> Any:
-    """A value from the schema alone, or ``NOTHING`` when the value must come from the world."""
+CURSORS = frozenset({"page", "offset", "skip", "start", "cursor", "after", "before", "page_number"})
+"""Integer arguments that say where a listing starts, not how much it holds: a probe starts them at
+their lowest (the first page), never at their largest (an empty page 20 shows nothing to act on)."""
+
+
+def fixed_value(schema: Mapping[str, Any], name: str = "") -> Any:
+    """A value from the schema alone, or ``NOTHING`` when the value must come from the world. Sizes are
+    taken at their largest allowed value, cursors (``CURSORS``, by ``name``) at their lowest."""
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -49,11 +55,14 @@ def fixed_value(schema: Mapping[str, Any]) -> Any:
         return schema["default"]
     kind = schema.get("type")
     if kind in ("integer", "number"):
+        lowest = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
+        if name.lower() in CURSORS:
+            return lowest
         if "maximum" in schema:
             return schema["maximum"]
         if "exclusiveMaximum" in schema:
             return schema["exclusiveMaximum"] - 1
-        return schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
+        return lowest
     if kind == "boolean":
         return True
     if kind == "string" and "pattern" not in schema:

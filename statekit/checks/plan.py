@@ -24,7 +24,7 @@ from statekit.checks.episodes import (
     check_task,
     coverage_not_checked,
 )
-from statekit.checks.probes import DEFAULT_PROBES, ProbeSettings, check_exploits
+from statekit.checks.probes import DEFAULT_PROBES, ProbeRun, ProbeSettings, check_exploits
 from statekit.checks.report import NOT_CHECKED, CheckReport
 from statekit.checks.rollouts import Action, reference_script
 from statekit.env import Environment
@@ -211,8 +211,13 @@ class CheckPlan:
             found = check_exploits(
                 env, seeds=list(self.probe_seeds or self.seeds), settings=self.probes, kinds=[kind]
             )
-            if report.tasks_robust is None:
-                report.tasks_robust = True
+            for probed, runs in _by_kind(found.runs).items():
+                report.probes[probed] = [run.summary() for run in runs]
+            for idle, why in found.unexercised().items():
+                report.unexercised[idle] = why
+                report.notes.append(f"tasks_robust[{idle}]: not exercised: {why}")
+            if report.tasks_robust is not False and found.runs:  # robust only where every kind was tested
+                report.tasks_robust = None if report.unexercised else True
             for exploited, why in found.exploited_kinds.items():
                 others = [run.describe() for run in found.exploits[1:] if run.kind == exploited]
                 report.record("tasks_robust", "\n".join([why, *others]))
@@ -239,6 +244,13 @@ class CheckPlan:
                 report.notes.append(f"controls.{name}: {problem}")
             elif problem:
                 report.problems.append(f"controls.{name}: {problem}")
+
+
+def _by_kind(runs: list[ProbeRun]) -> dict[str, list[ProbeRun]]:
+    out: dict[str, list[ProbeRun]] = {}
+    for run in runs:
+        out.setdefault(run.kind, []).append(run)
+    return out
 
 
 def check_env(env: Environment, plan: CheckPlan | None = None, **settings: object) -> CheckReport:

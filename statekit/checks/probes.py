@@ -90,10 +90,19 @@ class ProbeRun:
     floor: float
     terminated: bool
     actions: tuple[Action, ...]
+    changed: bool = False
+    """The world's digest at the end differed from the reset's: some call acted on it."""
+    entities: int = 0
+    """Entities (argument tuples) an ``every_entity`` policy applied its tool to."""
 
     @property
     def exploit(self) -> bool:
         return self.reward > self.floor
+
+    @property
+    def calls(self) -> int:
+        """Tool calls made (an empty action calls nothing)."""
+        return sum(1 for action in self.actions if action.get("tool"))
 
     def describe(self, shown: int = 4) -> str:
         """One line: the policy, its reward and the actions that won (the first and last few)."""
@@ -114,6 +123,20 @@ class ProbeRun:
             "floor": self.floor,
             "terminated": self.terminated,
             "actions": list(self.actions),
+            "changed": self.changed,
+            "entities": self.entities,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """What the probe did, without its actions: the check report lists one per run."""
+        return {
+            "seed": self.seed,
+            "policy": self.policy,
+            "calls": self.calls,
+            "entities": self.entities,
+            "changed_the_world": self.changed,
+            "reached_the_verifier": self.terminated,
+            "reward": self.reward,
         }
 
 
@@ -152,6 +175,24 @@ class ProbeReport:
             for kind, policies in won.items()
         }
 
+    def unexercised(self) -> dict[str, str]:
+        """``{kind: why}`` for every kind the probes did not put to the test: none of its runs changed the
+        world and reached the verifier, so its reward was never asked to judge an act (robust there
+        means nothing; the kind is reported null with this reason)."""
+        out: dict[str, str] = {}
+        for kind in dict.fromkeys(run.kind for run in self.runs):
+            runs = [run for run in self.runs if run.kind == kind]
+            if any(run.changed and run.terminated for run in runs):
+                continue
+            if not any(run.changed for run in runs):
+                why = "no probe changed the world (their calls found nothing to act on)"
+            elif not any(run.terminated for run in runs):
+                why = "no probe reached the verifier (none ended the episode)"
+            else:
+                why = "no probe that changed the world reached the verifier"
+            out[kind] = f"{why}: {len(runs)} runs, {sum(run.calls for run in runs)} calls"
+        return out
+
     def rewards(self) -> dict[str, dict[str, dict[int, float]]]:
         """``{kind: {policy: {seed: reward}}}``: the table a closing note quotes. Keyed by seed, since
         not every policy plays on every seed (``every_entity[T]`` only where ``T`` found an entity)."""
@@ -168,6 +209,7 @@ class _Episode:
     def __init__(self, env: Environment, seed: int, options: dict[str, JSON], budget: int) -> None:
         self.env, self.budget = env, budget
         obs, info = env.reset(seed=seed, options=options)
+        self.initial = info.get("digest")
         self.tools = [ToolView.of(t) for t in info["tools"]]
         self.harvest = Harvest()
         self.harvest.add(obs, first=True)
@@ -194,7 +236,7 @@ class _Episode:
         args = dict(extra or {})
         for name in tool.required:
             if name not in args:
-                value = fixed_value(tool.properties.get(name, {}))
+                value = fixed_value(tool.properties.get(name, {}), name)
                 if value is NOTHING:
                     return False
                 args[name] = value
@@ -208,8 +250,8 @@ class _Episode:
         tools = [t for t in self.tools if t.name not in terminal]
         readers = [t for t in tools if t.read_only] or tools
         for tool in readers:
-            base = {  # optional page sizes and offsets at their largest allowed value
-                name: fixed_value(schema)
+            base = {  # optional page sizes at their largest allowed value, cursors at their lowest
+                name: fixed_value(schema, name)
                 for name, schema in tool.properties.items()
                 if name not in tool.required and bounded(schema)
             }
@@ -242,8 +284,10 @@ class _Prober:
         options: dict[str, JSON] = {"task": kind}
         out: list[ProbeRun] = []
 
-        def record(policy: str, ep: _Episode) -> None:
-            out.append(ProbeRun(kind, seed, policy, ep.reward, floor, ep.terminated, tuple(ep.actions)))
+        def record(policy: str, ep: _Episode, entities: int = 0) -> None:
+            changed = ep.initial is not None and self.env.state().digest != ep.initial
+            played = (ep.reward, floor, ep.terminated, tuple(ep.actions), changed, entities)
+            out.append(ProbeRun(kind, seed, policy, *played))
 
         ep = self._episode(seed, options)
         tools = ep.tools
@@ -285,7 +329,7 @@ class _Prober:
                 # comes first): it counts only if it still wins with every entity the episode shows
                 played = self._every_entity(seed, options, tool, terminal, looked, self.settings.budget)
             if played is not None:
-                record(f"every_entity[{tool.name}]", played[0])
+                record(f"every_entity[{tool.name}]", played[0], played[2])
         return out
 
     def _every_entity(
@@ -296,9 +340,9 @@ class _Prober:
         terminal: list[ToolView],
         looked: Harvest | None,
         cap: int,
-    ) -> tuple[_Episode, bool] | None:
-        """Apply ``tool`` to up to ``cap`` entities, then finish. Returns the episode and whether the
-        cap left entities out; None when the tool turned out to take no entity.
+    ) -> tuple[_Episode, bool, int] | None:
+        """Apply ``tool`` to up to ``cap`` entities, then finish. Returns the episode, whether the cap
+        left entities out and how many it applied the tool to; None when the tool takes no entity.
 
         ``looked`` is what looking around with read-only tools showed in another episode of the same
         world and task: those calls change nothing, so they are not repeated (the actions reported are
@@ -312,12 +356,13 @@ class _Prober:
         if not entity:
             return None
         combos = argument_tuples(entity, cap + 1)
+        applied = 0
         for extra in combos[:cap]:
             if ep.room <= 0 or ep.done:
                 break
-            ep.call(tool, extra)
+            applied += ep.call(tool, extra)
         ep.finish(terminal)
-        return ep, len(combos) > cap
+        return ep, len(combos) > cap, applied
 
     def _episode(self, seed: int, options: dict[str, JSON]) -> _Episode:
         return _Episode(self.env, seed, options, self.settings.budget)

@@ -76,6 +76,12 @@ class CheckReport:
 
     probe_runs: int = 0
     """How many probe episodes were played (``tasks_robust`` is judged on them)."""
+    probes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per task kind, what each probe run did: policy, seed, calls, entities, whether it changed the
+    world and reached the verifier, its reward."""
+    unexercised: dict[str, str] = field(default_factory=dict)
+    """Task kinds the probes did not put to the test (no run that changed the world reached the
+    verifier), with why: ``tasks_robust`` is null for them, never true."""
 
     def record(self, name: str, problem: str | None) -> None:
         """Check ``name`` failed with ``problem`` (None: nothing to record)."""

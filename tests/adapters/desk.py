@@ -121,3 +121,62 @@ class WeakDesk(Adapter, StateDumps, CheckHints, ToolSchemas):
 
 class StrictDesk(WeakDesk):
     strict = True
+
+
+PAGE = {"type": "integer", "minimum": 1, "maximum": 20}
+PAGED_TOOLS = [
+    Tool(
+        "list_tickets",
+        "Tickets, three to a page.",
+        {"type": "object", "properties": {"page": PAGE}},
+        read_only=True,
+    ),
+    *TOOLS[1:],
+]
+
+
+class PagedEpisode(DeskEpisode):
+    hidden = False
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> Outcome:
+        if tool != "list_tickets":
+            return super().call(tool, arguments)
+        page = int(arguments.get("page", 1))
+        shown = [] if self.hidden else sorted(self.tickets.items())[3 * (page - 1) : 3 * page]
+        return Outcome({"page": page, "tickets": [{"ticket": t, "state": s} for t, s in shown]})
+
+
+class PagedDesk(StrictDesk):
+    """Tickets listed three to a page (``page`` 1-20: past the fourth, pages are empty) under a prompt that
+    names none: the probes find tickets only on the first pages. ``HiddenDesk`` lists none at all."""
+
+    name = "paged_desk"
+    hidden = False
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"app": "paged-desk-1"}
+
+    def start_episode(
+        self,
+        world: World,
+        *,
+        seed: int,
+        options: dict[str, Any],
+        task: Task | None,
+        app: Any,
+        settings: EnvSettings,
+    ) -> Episode:
+        target = f"T-{seed % 12 + 1:03d}"
+        task = task or Task(
+            f"close-{target}", "close_ticket", "Close the ticket you were given, then submit.", 10
+        )
+        episode = PagedEpisode(world.handle["tickets"], task, target, self.strict)
+        episode.tools, episode.hidden = PAGED_TOOLS, self.hidden
+        return episode
+
+    def declared_tools(self) -> list[Tool]:
+        return list(PAGED_TOOLS)
+
+
+class HiddenDesk(PagedDesk):
+    hidden = True

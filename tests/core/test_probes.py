@@ -15,7 +15,7 @@ from statekit.checks import ProbeSettings, check_env, check_exploits
 from statekit.checks.arguments import Harvest
 from statekit.checks.arguments import argument_tuples as _tuples
 from statekit.testing.ledger import LedgerAdapter
-from tests.adapters.desk import StrictDesk, WeakDesk
+from tests.adapters.desk import HiddenDesk, PagedDesk, StrictDesk, WeakDesk
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = {"type": "string", "pattern": "^T-[0-9]{3}$"}
@@ -99,6 +99,31 @@ def test_check_env_counts_an_exploited_task_as_not_robust_and_excludes_it() -> N
     with statekit.make(LedgerAdapter()) as env:
         skipped = check_env(env, repeats=2, task_repeats=1, probes=None, controls=False)
     assert skipped.tasks_robust is None and any("not checked" in note for note in skipped.notes)
+
+
+def test_a_cursor_starts_at_the_first_page_so_the_probes_find_what_to_act_on() -> None:
+    """``page`` says where a listing starts: looking around at its largest value (page 20) showed an
+    empty page, found no ticket, and the writing tool was never tried."""
+    with statekit.make(PagedDesk()) as env:
+        report = check_exploits(env, seeds=[3], settings=ProbeSettings(budget=50, walk_steps=0))
+    looked = next(r for r in report.runs if r.policy == "random_walk")  # it looks around first
+    assert looked.actions[0] == {"tool": "list_tickets", "page": 1}
+    run = next(r for r in report.runs if r.policy == "every_entity[close_ticket]")
+    assert run.entities == 3 and run.actions[0] == {"tool": "close_ticket", "ticket": "T-001"}
+    assert run.changed and run.terminated and not report.unexercised()
+
+
+def test_probes_that_touch_nothing_leave_the_kind_unexercised_never_robust() -> None:
+    with statekit.make(HiddenDesk()) as env:
+        report = check_env(env, repeats=2, task_repeats=1, probes=ProbeSettings(budget=40), controls=False)
+    assert report.tasks_valid and report.tasks_robust is None and report.ok
+    why = report.unexercised["close_ticket"]
+    assert why.startswith("no probe changed the world"), why
+    assert f"tasks_robust[close_ticket]: not exercised: {why}" in report.notes
+    played = report.probes["close_ticket"]
+    assert {p["policy"] for p in played} >= {"do_nothing", "random_walk", "submit_at_once[submit]"}
+    assert not any(p["changed_the_world"] for p in played)
+    assert any(p["reached_the_verifier"] and p["calls"] for p in played)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
