@@ -284,6 +284,13 @@ def resolve_adapter(adapter: Adapter | type[Adapter] | str, **options: Any) -> A
         return adapter
     target: Any = lookup(adapter) if isinstance(adapter, str) else adapter
     if isinstance(target, type) and issubclass(target, Adapter):
+        missing = sorted(getattr(target, "__abstractmethods__", ()))
+        if missing:
+            raise ConfigError(
+                f"adapter {target.__name__} does not implement {', '.join(missing)}: every adapter "
+                "implements the core (docs/WRAPPING.md, section 3; SqlAdapter gives make_strategy and "
+                "digest from a spec)"
+            )
         return target(**options)
     if isinstance(target, Adapter):
         return target

@@ -49,7 +49,9 @@ DATABASE = "db"
 class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
     """A PostgreSQL database plus the spec's directories; subclasses set ``name`` and ``spec``."""
 
-    spec: DigestSpec
+    spec: DigestSpec | None = None
+    """The digest spec (``DigestSpec.load``); None while there is none yet: worlds build and
+    ``statekit spec init ADAPTER`` drafts one from them, and anything that needs it says so."""
     journal_bound: int = DEFAULT_BOUND
     """Row changes an episode may make and still be rewound (beyond it: a clone instead)."""
     app_role: bool = True
@@ -98,7 +100,7 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
                 app_role=self.app_role,
             )
         }
-        for directory in self.spec.directories or {}:
+        for directory in self._directories():
             parts[directory] = CowFilesystem(statekit_home() / "files" / self.name / directory)
         world = Composite(parts)
         return Rewinding(world) if name == "rewind" else world
@@ -116,9 +118,9 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
 
     def directory(self, world: World, name: str) -> Path:
         """Where the world's directory ``name`` (one of the spec's ``[directories]``) lives."""
-        if name not in (self.spec.directories or {}):
-            known = sorted(self.spec.directories or {})
-            raise ConfigError(f"{self.spec.source}: no directory {name!r}; [directories] has {known}")
+        if name not in self._directories():
+            known = sorted(self._directories())
+            raise ConfigError(f"{self._spec().source}: no directory {name!r}; [directories] has {known}")
         return Path(world.handle[name].location)
 
     @staticmethod
@@ -127,9 +129,21 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
         return part.handle if isinstance(part.handle, Journal) else to_conninfo(part.location)
 
     # -- digest, dump, schema: derived from the spec ----------------------------------------------
+    def _spec(self) -> DigestSpec:
+        if self.spec is None:
+            raise ConfigError(
+                f"adapter {self.name!r} has no digest spec yet: draft one from its world with `statekit spec "
+                f"init {self.name} --out {self.name}.toml`, review its DECIDE: lines, then set "
+                f"`spec = DigestSpec.load(...)` on the adapter"
+            )
+        return self.spec
+
+    def _directories(self) -> list[str]:
+        return sorted(self.spec.directories or {}) if self.spec is not None else []
+
     def digest(self, world: World, since: Digest | None = None) -> Digest:
-        parts = [postgres_digest(self._database(world), self.spec, since=since)]
-        for name in sorted(self.spec.directories or {}):
+        parts = [postgres_digest(self._database(world), self._spec(), since=since)]
+        for name in self._directories():
             copy = world.handle[name].handle
             if isinstance(copy, CowCopy) and copy.upper is not None:  # overlay: changes are in upper
                 parts.append(
@@ -142,18 +156,18 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
         return merge(*parts)
 
     def dump(self, world: World) -> StateDump:
-        dump = postgres_dump(self._database(world), self.spec)
-        for name in sorted(self.spec.directories or {}):
+        dump = postgres_dump(self._database(world), self._spec())
+        for name in self._directories():
             dump.tables[f"{TABLE_PREFIX}{name}"] = file_dump(self.directory(world, name))
         return dump
 
     def dump_changes(self, world: World, golden: Digest, now: Digest) -> tuple[StateDump, StateDump] | None:
-        return journal_changes(self._database(world), self.spec, golden, now)
+        return journal_changes(self._database(world), self._spec(), golden, now)
 
     def live_schema(self, world: World) -> dict[str, dict[str, str]]:
         with connect(self.conninfo(world)) as conn:
-            return live_columns(conn, self.spec.schema)
+            return live_columns(conn, self.spec.schema if self.spec is not None else "public")
 
     def check_schema(self, world: World) -> list[str]:
-        uncovered, unknown = coverage_problems(self.live_schema(world), self.spec)
+        uncovered, unknown = coverage_problems(self.live_schema(world), self._spec())
         return uncovered + unknown

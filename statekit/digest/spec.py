@@ -86,7 +86,10 @@ class DigestSpec:
         schema = data.get("schema", "public")
         raw_tables = data.get("tables")
         if not isinstance(raw_tables, dict) or not raw_tables:
-            raise fail("`[tables.NAME]` sections are required")
+            raise fail(
+                "`[tables.NAME]` sections are required: draft them from the live schema with `statekit spec "
+                "init ADAPTER --out FILE` (an adapter may leave `spec` unset until then) or `--url DATABASE`"
+            )
         ignored = data.get("ignored_tables", {})
         if not isinstance(ignored, dict) or not all(
             isinstance(v, str) and v.strip() for v in ignored.values()

@@ -67,3 +67,37 @@ def test_coverage_errors_are_grouped_by_table(fresh_db_url: str, tmp_path: Path)
     message = str(refused.value)
     assert "4 column(s) in 2 table(s):\n  a: x, y\n  b: id, z\n" in message
     assert "statekit spec init" in message
+
+
+def test_an_adapter_without_a_spec_yet_gets_one_drafted_from_its_world(tmp_path: Path, pg_url: str) -> None:
+    """The order a new author works in: the adapter builds worlds before its spec exists; ``spec init``
+    drafts the spec from one; anything that needs the spec says how to get it."""
+    import statekit
+    from tests.testing.shelf_adapters import SpeclessShelf
+
+    out = tmp_path / "shelf.toml"
+    run = _cli(
+        "spec", "init", "tests.testing.shelf_adapters:SpeclessShelf", "--db-url", pg_url, "--out", str(out)
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    spec = DigestSpec.load(out)
+    assert spec.tables["items"].key == ("id",) and {"name", "qty"} <= set(spec.tables["items"].include)
+    with pytest.raises(statekit.ConfigError) as missing, statekit.make(SpeclessShelf(), db_url=pg_url) as env:
+        env.reset(seed=1)
+    assert "has no digest spec yet" in str(missing.value) and "statekit spec init" in str(missing.value)
+
+
+def test_a_stub_adapter_and_an_empty_spec_are_refused_naming_the_fix(tmp_path: Path) -> None:
+    import statekit
+    from statekit.errors import SpecError
+    from statekit.kit import SqlAdapter
+
+    class Stub(SqlAdapter):
+        name = "stub"
+
+    with pytest.raises(statekit.ConfigError, match="does not implement build_world, start_episode"):
+        statekit.make(Stub)
+    empty = tmp_path / "empty.toml"
+    empty.write_text("format = 1\n")
+    with pytest.raises(SpecError, match="statekit spec init ADAPTER --out FILE"):
+        DigestSpec.load(empty)

@@ -155,3 +155,10 @@ class SeedlessShelf(Shelf):
 class WeakShelf(Shelf):
     name = "weak_shelf"
     weak = True
+
+
+class SpeclessShelf(Shelf):
+    """A shelf whose author has not written its digest spec yet (``spec init`` drafts it)."""
+
+    name = "specless_shelf"
+    spec = None
