@@ -35,6 +35,8 @@ from statekit.errors import (
     ServerDown,
     StatekitError,
     WorldLost,
+    stale_connection_error,
+    stale_connection_hint,
 )
 from statekit.forks import Forking, Forks
 from statekit.live import Live, Step
@@ -87,9 +89,8 @@ class Environment(Forking, Transferring):
         (``check_reset_restores`` compares it with a fresh digest), so it is also each episode's first."""
         self._cap = self.spec.max_steps
         self._closed = False
-        # The guard switches on with the first episode (reset) and off at close(), or when the
-        # environment is garbage collected unclosed: an environment that never played (a server's
-        # sweeping one) or was dropped must not keep blocking the rest of the process.
+        # The guard is on from the first reset until close() or garbage collection: an environment that
+        # never played or was dropped must not keep blocking the rest of the process.
         weakref.finalize(self, self._egress.close)
 
     # -- the contract -------------------------------------------------------------------------
@@ -121,6 +122,8 @@ class Environment(Forking, Transferring):
             raise
         except Exception as exc:  # the application's own connection failing may be the server dying
             self._require_server("world", fresh=True, cause=exc)
+            if stale := stale_connection_error(exc):
+                raise stale from exc
             raise
 
     def step(self, action: Any) -> Step:
@@ -144,16 +147,13 @@ class Environment(Forking, Transferring):
             except Exception as exc:  # the application broke, not the agent: end the episode, say why
                 self._raise_if_lost(fresh=True)  # or its database died under it: not the application's doing
                 log.exception("step %d of episode %s failed", live.step_count, live.episode_id)
-                message = f"the environment failed while applying {tool.name!r}: {type(exc).__name__}: {exc}"
+                failed = f"{type(exc).__name__}: {exc} {stale_connection_hint(exc) or ''}".rstrip()
+                message = f"the environment failed while applying {tool.name!r}: {failed}"
                 return self._fail(live, "environment_error", message)
             observation, noted = live.controls.report(outcome.observation)  # egress, replay misses, ...
             outcome = dataclasses.replace(outcome, observation=observation)
-            tick = (
-                outcome.advance
-                if outcome.advance is not None
-                else timedelta(seconds=self.adapter.tick_seconds)
-            )
-            live.controls.clock.advance(tick)
+            default = timedelta(seconds=self.adapter.tick_seconds)
+            live.controls.clock.advance(default if outcome.advance is None else outcome.advance)
         terminated = outcome.done
         try:
             reward = self._referee.score(live.episode, live.controls, self.changes) if terminated else 0.0

@@ -123,3 +123,40 @@ class WorldLost(EnvironmentLost):
     Like any lost environment, replaying the seed and the actions taken so far continues exactly
     where the episode stopped; ``statekit.rollout`` does that.
     """
+
+
+_ENDED_CONNECTION = (
+    "terminating connection due to administrator command",
+    "server closed the connection unexpectedly",
+    "the connection is closed",
+)
+STALE_CONNECTION_HINT = (
+    "The application used a database connection from before the last reset: statekit ends every "
+    "connection to a world when it rewinds it (nothing of an episode's sessions may outlive it). "
+    "Reconnect per episode: close the application's connections when its episode ends (Episode.close or "
+    "quiesce; Django: django.db.connections.close_all()), or make its pool test a connection before use "
+    "(SQLAlchemy: create_engine(..., pool_pre_ping=True))."
+)
+
+
+def stale_connection_hint(exc: BaseException) -> str | None:
+    """``STALE_CONNECTION_HINT`` when ``exc`` (or what caused it) is a database connection ended under
+    the application, as a rewind ends them; else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(text in str(current) for text in _ENDED_CONNECTION):
+            return STALE_CONNECTION_HINT
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def stale_connection_error(exc: BaseException) -> ResetError | None:
+    """An episode's start that failed on an ended connection, as a ResetError that says what to do."""
+    hint = stale_connection_hint(exc)
+    if hint is None:
+        return None
+    error = ResetError(f"starting the episode failed: {type(exc).__name__}: {exc}. {hint}")
+    error.__cause__ = exc
+    return error
