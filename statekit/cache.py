@@ -39,7 +39,6 @@ logged, never refused: the cache then holds what is in use.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
@@ -53,14 +52,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from statekit.builder_code import builder_code
-from statekit.determinism.controls import Controls
+from statekit.builds import build_golden
 from statekit.determinism.egress import EgressScope
 from statekit.digest.canonical import canonical_json
 from statekit.entropy import true_token
 from statekit.errors import ConfigError
 from statekit.settings import parse_size as parse_size
 from statekit.settings import settings, statekit_home
-from statekit.strategies.base import ResetStrategy, World
+from statekit.strategies.base import ResetStrategy
 from statekit.strategies.naming import Owner
 
 if TYPE_CHECKING:
@@ -123,29 +122,6 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (holder, key));
 CREATE INDEX IF NOT EXISTS leases_by_key ON leases (store, key);
 """
-
-
-BUILD_LOCK_STRIPES = 256
-"""Build locks are striped by key: two keys share a lock file (and wait on each other) 1 time in 256,
-and the lock directory holds at most this many files however many worlds are built."""
-
-
-@contextmanager
-def build_lock(key: str) -> Iterator[None]:
-    """Hold ``key``'s build lock (an ``flock`` under ``$STATEKIT_HOME/cache/builds``) for the block.
-
-    Sessions and worker processes of one home share goldens, so two of them may miss the same key at
-    once. Built concurrently, a world of several parts (a database plus directories) is published
-    part by part by both: one builder can see the other's half-published golden, take it for a crash's
-    remnant and drop it, and the database part of a build whose directory part lost the race was
-    published empty. One builder at a time per key, and a re-check under the lock, rule that out.
-    """
-    folder = statekit_home() / "cache" / "builds"
-    folder.mkdir(parents=True, exist_ok=True)
-    stripe = int(hashlib.sha256(key.encode()).hexdigest(), 16) % BUILD_LOCK_STRIPES
-    with open(folder / f"{stripe:03d}.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its holder dies
-        yield
 
 
 class CacheIndex:
@@ -402,17 +378,16 @@ class WorldCache:
         return unsized
 
     def _build(self, seed: int, key: str) -> None:
-        build_controls = Controls(seed, purpose="build", egress=self.egress)
-
-        def build(world: World) -> None:
-            build_controls.bind(world)
-            with build_controls.active():
-                self.adapter.build_world(world, seed)
-
-        with build_lock(key):
-            if self.strategy.has(key):  # another process or session built it while this one waited
-                return
-            self.strategy.capture(key, build)
+        schema = world_key({**self._fingerprint, "stage": "schema"}, 0)
+        build_golden(self.adapter, self.strategy, seed, key, schema_key=schema, egress=self.egress)
+        if self.strategy.has(schema):  # the schema stage's golden (builds.py): budgeted like a seed's
+            with self.index.transaction() as db:
+                db.execute(
+                    "INSERT INTO goldens (store, key, seed, bytes, used) VALUES (?, ?, -1, NULL,"
+                    " (SELECT coalesce(max(used), 0) + 1 FROM goldens)) ON CONFLICT DO NOTHING",
+                    (self.store, schema),
+                )
+            self._record_size(schema)
 
     def _record_size(self, key: str, code: str | None = None) -> None:
         size = self._storage.footprint(key)

@@ -8,6 +8,7 @@ overrides them.
 - ``StateDumps`` (``dump``, ``dump_changes``, ``live_schema``, ``check_schema``): ``statekit dump``,
   ``diff`` and ``drift``, collateral checks, the coverage check;
 - ``DatabaseWorld`` (``conninfo``): ``statekit spec init``;
+- ``SchemaStage`` (``build_schema``): what every seed's world shares, built once and cloned;
 - ``CheckHints`` (``reference_actions``, ``probe_tasks``, ``exploit_floors``): the checker;
 - ``ToolSchemas`` (``declared_tools``, ``observation_schema``): the harness's ``/schema``;
 - ``AssayHooks`` (``fixture_sources``, ``cassettes``, ``cassette``): ``statekit assay`` and ``record``;
@@ -67,6 +68,18 @@ class DatabaseWorld(Protocol):
     @abstractmethod
     def conninfo(self, world: World) -> str:
         """The world database's libpq connection string (for psycopg)."""
+
+
+@runtime_checkable
+class SchemaStage(Protocol):
+    """What every seed's world shares, built once: migrations, ``create_all``, reference data."""
+
+    @abstractmethod
+    def build_schema(self, world: World) -> None:
+        """Fill an empty world with what is the same for every seed. statekit builds it once per
+        fingerprint into a golden of its own, and each seed's world starts as a copy of it:
+        ``build_world(world, seed)`` then only adds the seed's data (it runs as the application's
+        role: rows, not schema)."""
 
 
 @runtime_checkable

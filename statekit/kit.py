@@ -3,7 +3,8 @@
 ``statekit`` is the face for users (``make``, ``EnvSpec``, the environment, the errors); this module is
 the face for adapter authors, and the two share no name (errors come from ``statekit``). An adapter
 implements the core ``Adapter`` and inherits the capabilities it has (``StateDumps``, ``CheckHints``,
-``ToolSchemas``, ``AssayHooks``, ``LiveServices``, ``ContainerImage``, ``DatabaseWorld``). For "a SQL
+``ToolSchemas``, ``AssayHooks``, ``LiveServices``, ``ContainerImage``, ``DatabaseWorld``,
+``SchemaStage``). For "a SQL
 database plus directories", ``SqlAdapter`` derives strategies, digest, dump and coverage from the digest
 spec; other adapters compose the strategies and digest functions below themselves. Nothing an adapter
 needs lives in a private module.
@@ -19,6 +20,7 @@ from statekit.capabilities import (
     ContainerImage,
     DatabaseWorld,
     LiveServices,
+    SchemaStage,
     StateDumps,
     ToolSchemas,
     reference_actions,
@@ -95,6 +97,7 @@ __all__ = [
     "ResetStrategy",
     "Rewinding",
     "Route",
+    "SchemaStage",
     "ServerLease",
     "SqlAdapter",
     "StateDump",

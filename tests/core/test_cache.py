@@ -172,7 +172,7 @@ def test_per_golden_memos_stay_bounded() -> None:
 
 HOLD_BUILD_LOCK = """
 import sys, time
-from statekit.cache import build_lock
+from statekit.builds import build_lock
 with build_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -30,6 +30,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "collateral",
         "tools",
         "cache",
+        "builds",
         "envspec",
         "goldens",
         "servers",

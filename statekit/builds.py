@@ -1,0 +1,95 @@
+"""How a seed's golden is built: once per key across processes (a build lock), under the seed's
+controls, and on top of the adapter's schema stage when it has one.
+
+An adapter with ``SchemaStage`` splits its build: ``build_schema`` (what every seed shares:
+migrations, ``create_all``) runs once per fingerprint into a golden of its own, under
+``schema_key``; each seed's build restores a copy of that golden, runs ``build_world`` on it (the
+seed's data) and captures the copy as the seed's golden. A Django project's migrations, 70 % of its
+build, then run once instead of once per seed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from statekit.adapter import Adapter
+from statekit.capabilities import SchemaStage, capability, has
+from statekit.determinism.controls import Controls
+from statekit.determinism.egress import EgressScope
+from statekit.settings import statekit_home
+from statekit.strategies.base import ResetStrategy, World
+
+SCHEMA_SEED = 0
+"""The controls the schema stage runs under (its clock, its ids): it is the same for every seed."""
+
+BUILD_LOCK_STRIPES = 256
+"""Build locks are striped by key: two keys share a lock file (and wait on each other) 1 time in 256,
+and the lock directory holds at most this many files however many worlds are built."""
+
+
+@contextmanager
+def build_lock(key: str) -> Iterator[None]:
+    """Hold ``key``'s build lock (an ``flock`` under ``$STATEKIT_HOME/cache/builds``) for the block.
+
+    Sessions and worker processes of one home share goldens, so two of them may miss the same key at
+    once. Built concurrently, a world of several parts (a database plus directories) is published
+    part by part by both: one builder can see the other's half-published golden, take it for a crash's
+    remnant and drop it, and the database part of a build whose directory part lost the race was
+    published empty. One builder at a time per key, and a re-check under the lock, rule that out.
+    """
+    folder = statekit_home() / "cache" / "builds"
+    folder.mkdir(parents=True, exist_ok=True)
+    stripe = int(hashlib.sha256(key.encode()).hexdigest(), 16) % BUILD_LOCK_STRIPES
+    with open(folder / f"{stripe:03d}.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its holder dies
+        yield
+
+
+def _under_controls(
+    seed: int, egress: EgressScope | None, fill: Callable[[World], None]
+) -> Callable[[World], None]:
+    """``fill`` on a world under ``seed``'s build controls (a build that reaches out fails)."""
+    controls = Controls(seed, purpose="build", egress=egress)
+
+    def build(world: World) -> None:
+        controls.bind(world)
+        with controls.active():
+            fill(world)
+
+    return build
+
+
+def build_golden(
+    adapter: Adapter,
+    strategy: ResetStrategy,
+    seed: int,
+    key: str,
+    *,
+    schema_key: str,
+    egress: EgressScope | None,
+) -> None:
+    """Build ``seed``'s golden under ``key`` unless it exists (checked again under the key's lock).
+    The schema stage's golden first, under its own lock (never while holding the seed's: two keys may
+    share a lock stripe)."""
+    staged = has(adapter, SchemaStage) and not adapter.out_of_process
+    if staged and not strategy.has(key):
+        with build_lock(schema_key):
+            if not strategy.has(schema_key):
+                schema = capability(adapter, SchemaStage).build_schema
+                strategy.capture(schema_key, _under_controls(SCHEMA_SEED, egress, schema))
+    data = _under_controls(seed, egress, lambda world: adapter.build_world(world, seed))
+    with build_lock(key):
+        if strategy.has(key):  # another process or session built it while this one waited
+            return
+        if not staged:
+            strategy.capture(key, data)
+            return
+        world = strategy.restore(schema_key)
+        try:
+            data(world)
+            strategy.capture(key, world)
+        finally:
+            strategy.discard(world)
