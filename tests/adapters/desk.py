@@ -97,8 +97,13 @@ class WeakDesk(Adapter, StateDumps, CheckHints, ToolSchemas):
         settings: EnvSettings,
     ) -> Episode:
         target = f"T-{seed % 12 + 1:03d}"
-        task = task or Task(f"close-{target}", "close_ticket", f"Close ticket {target}, then submit.", 10)
-        return DeskEpisode(world.handle["tickets"], task, target, self.strict)
+        task = task or Task(f"close-{target}", "close_ticket", self.prompt.format(target=target), 10)
+        return self.episode(world.handle["tickets"], task, target)
+
+    prompt = "Close ticket {target}, then submit."
+
+    def episode(self, tickets: dict[str, str], task: Task, target: str) -> DeskEpisode:
+        return DeskEpisode(tickets, task, target, self.strict)
 
     def dump(self, world: World) -> StateDump:
         rows = [
@@ -156,21 +161,10 @@ class PagedDesk(StrictDesk):
     def fingerprint(self) -> dict[str, str]:
         return {"app": "paged-desk-1"}
 
-    def start_episode(
-        self,
-        world: World,
-        *,
-        seed: int,
-        options: dict[str, Any],
-        task: Task | None,
-        app: Any,
-        settings: EnvSettings,
-    ) -> Episode:
-        target = f"T-{seed % 12 + 1:03d}"
-        task = task or Task(
-            f"close-{target}", "close_ticket", "Close the ticket you were given, then submit.", 10
-        )
-        episode = PagedEpisode(world.handle["tickets"], task, target, self.strict)
+    prompt = "Close the ticket you were given, then submit."
+
+    def episode(self, tickets: dict[str, str], task: Task, target: str) -> DeskEpisode:
+        episode = PagedEpisode(tickets, task, target, self.strict)
         episode.tools, episode.hidden = PAGED_TOOLS, self.hidden
         return episode
 
