@@ -10,8 +10,10 @@ each golden it builds and warns when a golden is served to different code under 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib
+import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -19,8 +21,7 @@ from pathlib import Path
 def builder_modules(adapter: object) -> list[str]:
     """The modules whose code may build the adapter's worlds, sorted (statekit's own wrappers, such as
     ``AdapterWrapper``, are looked through to the adapter they wrap)."""
-    while type(adapter).__module__.split(".")[0] == "statekit" and "inner" in vars(adapter):
-        adapter = vars(adapter)["inner"]
+    adapter = _unwrapped(adapter)
     names = {
         cls.__module__
         for cls in type(adapter).__mro__
@@ -31,13 +32,39 @@ def builder_modules(adapter: object) -> list[str]:
 
 
 def builder_code(adapter: object) -> str:
-    """sha256 (16 hex digits) of the builder modules' source files (a module without one counts by name)."""
-    digest = hashlib.sha256()
+    """sha256 (16 hex digits) of the builder modules' source files (a module without one: the source of
+    the adapter's classes defined in it, where Python can find it)."""
+    digest, adapter = hashlib.sha256(), _unwrapped(adapter)
     for name in builder_modules(adapter):
-        module = sys.modules.get(name) or importlib.import_module(name)
         digest.update(name.encode() + b"\0")
-        source = getattr(module, "__file__", None)
-        if source and Path(source).is_file():
-            digest.update(Path(source).read_bytes())
+        source = _source_file(name)
+        if source is not None:
+            digest.update(source.read_bytes())
+        else:  # no file (a notebook's __main__): the source of the adapter's classes defined there
+            for cls in type(adapter).__mro__:
+                if cls.__module__ == name:
+                    with contextlib.suppress(OSError, TypeError):
+                        digest.update(inspect.getsource(cls).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def _unwrapped(adapter: object) -> object:
+    while type(adapter).__module__.split(".")[0] == "statekit" and "inner" in vars(adapter):
+        adapter = vars(adapter)["inner"]
+    return adapter
+
+
+def _source_file(name: str) -> Path | None:
+    """Where module ``name``'s source is, found without running it (None: it has no file, as
+    ``__main__`` in a notebook)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        found = getattr(module, "__file__", None)
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        found = spec.origin if spec is not None else None
+    return Path(found) if found and Path(found).is_file() else None

@@ -14,16 +14,21 @@ import fcntl
 import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from statekit.adapter import Adapter
 from statekit.capabilities import SchemaStage, capability, has
+from statekit.determinism.clock import BASE_EPOCH, epoch_for
 from statekit.determinism.controls import Controls
 from statekit.determinism.egress import EgressScope
+from statekit.errors import ResetError
 from statekit.settings import statekit_home
 from statekit.strategies.base import ResetStrategy, World
 
 SCHEMA_SEED = 0
-"""The controls the schema stage runs under (its clock, its ids): it is the same for every seed."""
+SCHEMA_START = BASE_EPOCH - timedelta(days=1)
+"""The schema stage runs under controls of its own (purpose ``schema``: id and random streams no seed's
+build shares) with its clock a day before every seed's epoch, so what it stamps is history to all."""
 
 BUILD_LOCK_STRIPES = 256
 """Build locks are striped by key: two keys share a lock file (and wait on each other) 1 time in 256,
@@ -48,11 +53,11 @@ def build_lock(key: str) -> Iterator[None]:
         yield
 
 
-def _under_controls(
-    seed: int, egress: EgressScope | None, fill: Callable[[World], None]
-) -> Callable[[World], None]:
-    """``fill`` on a world under ``seed``'s build controls (a build that reaches out fails)."""
-    controls = Controls(seed, purpose="build", egress=egress)
+Fill = Callable[[World], None]
+
+
+def _under_controls(controls: Controls, fill: Fill) -> Fill:
+    """``fill`` on a world under ``controls`` (a build that reaches out fails)."""
 
     def build(world: World) -> None:
         controls.bind(world)
@@ -79,8 +84,11 @@ def build_golden(
         with build_lock(schema_key):
             if not strategy.has(schema_key):
                 schema = capability(adapter, SchemaStage).build_schema
-                strategy.capture(schema_key, _under_controls(SCHEMA_SEED, egress, schema))
-    data = _under_controls(seed, egress, lambda world: adapter.build_world(world, seed))
+                start = SCHEMA_START - epoch_for(SCHEMA_SEED)
+                stage = Controls(SCHEMA_SEED, purpose="schema", start_offset=start, egress=egress)
+                strategy.capture(schema_key, _under_controls(stage, schema))
+    controls = Controls(seed, purpose="build", egress=egress)
+    data = _under_controls(controls, lambda world: adapter.build_world(world, seed))
     with build_lock(key):
         if strategy.has(key):  # another process or session built it while this one waited
             return
@@ -91,5 +99,7 @@ def build_golden(
         try:
             data(world)
             strategy.capture(key, world)
+        except Exception as exc:  # as a one-stage build's failure is (the strategies' capture)
+            raise ResetError(f"building golden {key!r} on the schema stage failed: {exc}") from exc
         finally:
             strategy.discard(world)

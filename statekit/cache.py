@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from statekit.builder_code import builder_code
 from statekit.builds import build_golden
+from statekit.capabilities import SchemaStage, has
 from statekit.determinism.egress import EgressScope
 from statekit.digest.canonical import canonical_json
 from statekit.entropy import true_token
@@ -205,7 +206,11 @@ class _Connection:
                 conn.execute("PRAGMA synchronous=NORMAL")  # a cache record: losing a last commit is harmless
                 conn.executescript(_SCHEMA)
                 if "code" not in {row[1] for row in conn.execute("PRAGMA table_info(goldens)")}:
-                    conn.execute("ALTER TABLE goldens ADD COLUMN code TEXT")  # a record made before it
+                    try:  # a record made before it (another process may be adding it too)
+                        conn.execute("ALTER TABLE goldens ADD COLUMN code TEXT")
+                    except sqlite3.OperationalError as exc:
+                        if "duplicate column" not in str(exc):
+                            raise
                 conn.execute(f"PRAGMA user_version={INDEX_FORMAT}")
                 made = cls._open[where] = cls(conn)
             return made
@@ -259,7 +264,7 @@ class WorldCache:
         self._fingerprint = adapter.fingerprint()
         self._code = builder_code(adapter)
         """The code that builds this adapter's worlds, recorded beside each golden built here."""
-        self._holder = true_token(8)
+        self._token = true_token(8)
         self._current: str | None = None
         self._previous: str | None = None
         self._prefetched: list[str] = []
@@ -270,6 +275,11 @@ class WorldCache:
 
     def key(self, seed: int) -> str:
         return world_key(self._fingerprint, seed)
+
+    @property
+    def _holder(self) -> str:
+        """This holder in this process: a forked child's leases are its own, never its parent's."""
+        return f"{self._token}-{os.getpid()}"
 
     def ensure(self, seed: int) -> str:
         """The seed's golden key; build the golden if it is missing. Leases it until the next call.
@@ -378,13 +388,14 @@ class WorldCache:
         return unsized
 
     def _build(self, seed: int, key: str) -> None:
-        schema = world_key({**self._fingerprint, "stage": "schema"}, 0)
+        schema = world_key({**self._fingerprint, "statekit stage": "schema"}, 0)
         build_golden(self.adapter, self.strategy, seed, key, schema_key=schema, egress=self.egress)
-        if self.strategy.has(schema):  # the schema stage's golden (builds.py): budgeted like a seed's
-            with self.index.transaction() as db:
+        if has(self.adapter, SchemaStage) and self.strategy.has(schema):
+            with self.index.transaction() as db:  # the stage's golden (builds.py), used by every build
                 db.execute(
                     "INSERT INTO goldens (store, key, seed, bytes, used) VALUES (?, ?, -1, NULL,"
-                    " (SELECT coalesce(max(used), 0) + 1 FROM goldens)) ON CONFLICT DO NOTHING",
+                    " (SELECT coalesce(max(used), 0) + 1 FROM goldens))"
+                    " ON CONFLICT (store, key) DO UPDATE SET used = excluded.used",
                     (self.store, schema),
                 )
             self._record_size(schema)

@@ -78,8 +78,9 @@ class SchemaStage(Protocol):
     def build_schema(self, world: World) -> None:
         """Fill an empty world with what is the same for every seed. statekit builds it once per
         fingerprint into a golden of its own, and each seed's world starts as a copy of it:
-        ``build_world(world, seed)`` then only adds the seed's data (it runs as the application's
-        role: rows, not schema)."""
+        ``build_world(world, seed)`` then only adds the seed's data (as the application's role when
+        the adapter has one, ``SqlAdapter.app_role``: rows, not schema). Worth it when this part costs
+        more than a clone (migrations, not a few ``create_all`` tables)."""
 
 
 @runtime_checkable

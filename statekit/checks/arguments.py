@@ -56,8 +56,8 @@ def fixed_value(schema: Mapping[str, Any], name: str = "") -> Any:
     kind = schema.get("type")
     if kind in ("integer", "number"):
         lowest = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
-        if name.lower() in CURSORS:
-            return lowest
+        if name.lower() in CURSORS:  # a page without a stated minimum counts from 1, an offset from 0
+            return lowest if "minimum" in schema or "page" not in name.lower() else 1
         if "maximum" in schema:
             return schema["maximum"]
         if "exclusiveMaximum" in schema:

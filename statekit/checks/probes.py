@@ -182,8 +182,8 @@ class ProbeReport:
         out: dict[str, str] = {}
         for kind in dict.fromkeys(run.kind for run in self.runs):
             runs = [run for run in self.runs if run.kind == kind]
-            if any(run.changed and run.terminated for run in runs):
-                continue
+            if any(run.exploit or (run.changed and run.terminated) for run in runs):
+                continue  # a kind some probe won was tested (and failed)
             if not any(run.changed for run in runs):
                 why = "no probe changed the world (their calls found nothing to act on)"
             elif not any(run.terminated for run in runs):

@@ -85,7 +85,7 @@ class Controls:
         self.seed = seed
         self.purpose = purpose
         self.disabled = frozenset(disabled)
-        self.clock = VirtualClock(epoch_for(seed) + start_offset, backwards=purpose == "build")
+        self.clock = VirtualClock(epoch_for(seed) + start_offset, backwards=purpose in ("build", "schema"))
         self.ids = SeededIds(seed, purpose, held=held if "ids" not in self.disabled else None)
         self.egress = EgressControl(egress)
         self.db_clock = DatabaseClock(self.clock)
@@ -143,9 +143,9 @@ class Controls:
         if self.purpose != "episode":
             found = self.violations()
             if found:
-                doing = (
-                    "building the world" if self.purpose == "build" else f"{self.purpose}ing the application"
-                )
+                doing = {"build": "building the world", "schema": "building the schema stage"}.get(
+                    self.purpose
+                ) or f"{self.purpose}ing the application"
                 raise ConfigError(
                     f"{doing} for seed {self.seed}: "
                     + " | ".join(v.message for v in found)

@@ -5,17 +5,23 @@ Comparing every row, sequence and catalog entry with the golden's fingerprints
 tables, two to three times a whole rewind. Done inside the rewind, the one reset in a hundred that drew
 it was the only mode of ``env.reset`` above three times its median. An ``Audit`` instead takes a
 REPEATABLE READ snapshot of the world just after the rewind committed and before the copy is handed
-out (one connection and one statement), then compares in a thread while the next episode plays: the
-episode's own writes are not in its snapshot, so it checks exactly the state the episode started from.
+out (one connection, a statement, and ACCESS SHARE locks on the journaled tables), then compares the
+tables' rows in a thread while the next episode plays. The episode's row writes are not in the
+snapshot; what would be (a TRUNCATE, DDL) waits for the locks, so for the few milliseconds of the
+check. Sequences are left out: they are not transactional (the episode's ``nextval`` would show), and
+the move has just set every one to the golden's position. The catalog items are compared too; with
+the tables locked, the application's role cannot change them meanwhile.
 
-A world found unlike its golden is logged at once, naming it, and refused at its next move or mark
-(``result``): the strategy then replaces it by a clone, as it did when the check ran inside the rewind.
-The episode that started on it has already run; the log names the world so its results can be dropped.
+A world found unlike its golden is logged at once, naming it, and refused at its next move, mark or
+apply (``result``): the strategy then replaces it by a clone, as it did when the check ran inside the
+rewind. The episode that started on it has already run; the log names the world so its results can be
+dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -28,6 +34,25 @@ _AUDITS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekit-audit")
 (``Thread.start`` waits for the new thread, which then holds the GIL while it sends its query)."""
 
 
+def _new_pool() -> None:  # a forked child inherits the pool without its thread: it needs its own
+    global _AUDITS
+    _AUDITS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekit-audit")
+
+
+os.register_at_fork(after_in_child=_new_pool)
+
+LIMITS = "SET lock_timeout = '5s'; SET statement_timeout = '60s'"
+"""An audit never waits long for a lock, and never runs away: a reset waits for it at the latest."""
+ROWS_UNLIKE_GOLDEN = """
+SELECT format('%s: %s in the golden, %s now', coalesce(g.item, n.item), coalesce(g.value, 'nothing'),
+              coalesce(n.value, 'nothing'))
+FROM _statekit.golden g FULL JOIN _statekit.state_of() n ON n.item = g.item
+WHERE g.value IS DISTINCT FROM n.value AND coalesce(g.item, n.item) NOT LIKE 'sequence %'
+ORDER BY coalesce(g.item, n.item) LIMIT 1
+"""
+"""``_statekit.unlike_golden()`` without the sequences (see the module's docstring)."""
+
+
 class Audit:
     """One check of a world against its golden, on a snapshot taken now, finished in a thread."""
 
@@ -36,13 +61,23 @@ class Audit:
         self.failure: str | None = None
         """Why the world is not its golden (None: it is, or the check could not run)."""
         self._conn: psycopg.Connection[Any] | None = None
+        conn: psycopg.Connection[Any] | None = None
         try:
             conn = psycopg.connect(conninfo, autocommit=True, application_name="statekit")
+            conn.execute(LIMITS)
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            conn.execute("SELECT 1")  # the snapshot is taken by a transaction's first statement
-            self._conn = conn
+            # the snapshot is taken by the transaction's first statement; the locks keep a TRUNCATE or
+            # DDL (which an old snapshot would see through) waiting until the check is done
+            conn.execute(
+                "DO $$ DECLARE t regclass; BEGIN FOR t IN SELECT rel::regclass FROM _statekit.tables LOOP "
+                "EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', t); END LOOP; END $$"
+            )
+            self._conn, conn = conn, None
         except psycopg.Error as exc:
             log.warning("world %s: its sampled check against the golden could not start: %s", world, exc)
+        finally:
+            if conn is not None:
+                conn.close()
         self._done: Future[None] = _AUDITS.submit(self._run)
 
     def _run(self) -> None:
@@ -50,7 +85,7 @@ class Audit:
         if conn is None:
             return
         try:
-            row = conn.execute("SELECT _statekit.unlike_golden()").fetchone()
+            row = conn.execute(ROWS_UNLIKE_GOLDEN).fetchone()
             differs = row[0] if row else None
             if differs is not None:
                 self.failure = f"after the rewind the world is not its golden: {differs}"

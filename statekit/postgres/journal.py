@@ -308,7 +308,7 @@ class Journal:
         except (KeyError, TypeError, ValueError) as exc:
             raise RewindError(f"not a journal's changes: {exc}") from exc
         with self._lock:
-            missing = self.unavailable()  # a tainted journal: the move below refuses, with the reason
+            missing = self.unavailable() or self._audited()  # a tainted journal: the move below refuses
             if missing:
                 raise RewindError(missing)
             conn = self.connection()
