@@ -73,9 +73,9 @@ INDEX_FORMAT = 1
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-WORLD_FORMAT = "4"
-"""Part of every world key: goldens built before the journal (2), the world roles (3) and quiet()'s
-millisecond wait (4) are not reused."""
+WORLD_FORMAT = "5"
+"""Part of every world key: goldens built before the journal (2), the world roles (3), quiet()'s
+millisecond wait (4) and its sparing of statekit's auditor (5) are not reused."""
 
 
 def world_key(fingerprint: dict[str, str], seed: int) -> str:

@@ -20,6 +20,7 @@ dropped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,6 +44,21 @@ os.register_at_fork(after_in_child=_new_pool)
 
 LIMITS = "SET lock_timeout = '5s'; SET statement_timeout = '60s'"
 """An audit never waits long for a lock, and never runs away: a reset waits for it at the latest."""
+
+
+def auditor(conninfo: str) -> psycopg.Connection[Any]:
+    """statekit's connection for audits of one world, kept for the world's life (a fresh backend paid
+    ~3 ms to load the relations it locks); ``_statekit.quiet()`` spares it when the mover's session
+    names its pid in ``statekit.spare``."""
+    conn = psycopg.connect(conninfo, autocommit=True, application_name="statekit")
+    conn.execute(LIMITS)
+    return conn
+
+
+LOCK_TABLES = (
+    "DO $$ DECLARE t regclass; BEGIN FOR t IN SELECT rel::regclass FROM _statekit.tables LOOP "
+    "EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', t); END LOOP; END $$"
+)
 ROWS_UNLIKE_GOLDEN = """
 SELECT format('%s: %s in the golden, %s now', coalesce(g.item, n.item), coalesce(g.value, 'nothing'),
               coalesce(n.value, 'nothing'))
@@ -56,28 +72,19 @@ ORDER BY coalesce(g.item, n.item) LIMIT 1
 class Audit:
     """One check of a world against its golden, on a snapshot taken now, finished in a thread."""
 
-    def __init__(self, conninfo: str, world: str) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], world: str) -> None:
+        """Start the check on ``conn``: statekit's own idle connection to the world (``auditor``)."""
         self.world = world
         self.failure: str | None = None
         """Why the world is not its golden (None: it is, or the check could not run)."""
         self._conn: psycopg.Connection[Any] | None = None
-        conn: psycopg.Connection[Any] | None = None
         try:
-            conn = psycopg.connect(conninfo, autocommit=True, application_name="statekit")
-            conn.execute(LIMITS)
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            # the snapshot is taken by the transaction's first statement; the locks keep a TRUNCATE or
-            # DDL (which an old snapshot would see through) waiting until the check is done
-            conn.execute(
-                "DO $$ DECLARE t regclass; BEGIN FOR t IN SELECT rel::regclass FROM _statekit.tables LOOP "
-                "EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', t); END LOOP; END $$"
-            )
-            self._conn, conn = conn, None
+            # one round trip: the snapshot is taken by the transaction's first statement; the locks keep
+            # a TRUNCATE or DDL (which an old snapshot would see through) waiting until the check is done
+            conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {LOCK_TABLES}")
+            self._conn = conn
         except psycopg.Error as exc:
             log.warning("world %s: its sampled check against the golden could not start: %s", world, exc)
-        finally:
-            if conn is not None:
-                conn.close()
         self._done: Future[None] = _AUDITS.submit(self._run)
 
     def _run(self) -> None:
@@ -94,7 +101,8 @@ class Audit:
         except psycopg.Error as exc:  # the server went away, say: nothing is known against the world
             log.warning("world %s: its sampled check against the golden did not finish: %s", self.world, exc)
         finally:
-            conn.close()
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")  # idle again, its locks released
 
     def result(self) -> str | None:
         """Wait for the check; why the world is not its golden, or None."""

@@ -26,13 +26,14 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
 from statekit.errors import RewindError
 from statekit.postgres import journal_sql as q
 from statekit.postgres import roles
-from statekit.postgres.audit import Audit
+from statekit.postgres.audit import Audit, auditor
 from statekit.postgres.journal_paths import OPEN_END, Cut, Delta, Ranges, minus, multirange
 from statekit.postgres.journal_tables import row_trigger, truncate_trigger, undo_function
 from statekit.postgres.server import rollback_prepared, tuples
@@ -128,6 +129,7 @@ class Journal:
         self.tail = Tail(self, None)
         """What the journal gained lately, shared by the controls that watch it (``tail.py``)."""
         self._audit: Audit | None = None
+        self._auditor: psycopg.Connection[Any] | None = None
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> psycopg.Connection[Any]:
@@ -145,7 +147,9 @@ class Journal:
         with self._lock:
             if self._audit is not None:
                 self._audit.result()
-            conn, self._conn, self._audit = self._conn, None, None
+            if self._auditor is not None:
+                self._auditor.close()
+            conn, self._conn, self._audit, self._auditor = self._conn, None, None, None
         if conn is not None and not conn.closed:
             conn.close()
 
@@ -173,8 +177,12 @@ class Journal:
         """Check the world against its golden's fingerprints in full, on a snapshot of it as it is now,
         beside the next episode (``audit.py``); a failure refuses the next move or mark."""
         with self._lock:
-            name = psycopg.conninfo.conninfo_to_dict(self.conninfo).get("dbname")
-            self._audit = Audit(self.conninfo, str(name))
+            self._audited()
+            if self._auditor is None or self._auditor.closed:  # first audit, or its backend was ended
+                self._auditor = auditor(self.conninfo)
+            spare = "SELECT set_config('statekit.spare', %s, false)"  # quiet() spares it from now on
+            self.connection().execute(spare, (str(self._auditor.info.backend_pid),))
+            self._audit = Audit(self._auditor, str(conninfo_to_dict(self.conninfo).get("dbname")))
 
     def _audited(self) -> str | None:
         """Why the last sampled check refused the world (waiting for it), or None."""

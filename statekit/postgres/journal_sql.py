@@ -24,7 +24,7 @@ foreign-key checks do not fire while rows are put back.
 from __future__ import annotations
 
 SCHEMA = "_statekit"
-VERSION = 3
+VERSION = 4
 
 # Output settings every image is written and read under: ISO dates, UTC, exact floats, hex bytea,
 # C money. Functions that run as the application (SECURITY DEFINER) also pin their search path;
@@ -252,13 +252,19 @@ CREATE FUNCTION _statekit.quiet() RETURNS void
 LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
     me oid := (SELECT oid FROM pg_database WHERE datname = current_database());
+    -- statekit's own idle auditor (postgres/audit.py), named by statekit's own session only
+    spare int := nullif(current_setting('statekit.spare', true), '')::int;
     pids int[];
 BEGIN
     FOR pass IN 1..2 LOOP
         PERFORM pg_stat_clear_snapshot();  -- the list of backends is otherwise read once per transaction
-        IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application is still connected
-            SELECT array_agg(a.pid) INTO pids
-            FROM pg_stat_get_activity(NULL) a WHERE a.datid = me AND a.pid <> pg_backend_pid();
+        IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application may still be connected
+            SELECT array_agg(a.pid) INTO pids FROM pg_stat_get_activity(NULL) a
+            WHERE a.datid = me AND a.pid <> pg_backend_pid() AND a.pid IS DISTINCT FROM spare;
+        ELSE
+            pids := NULL;
+        END IF;
+        IF pids IS NOT NULL THEN
             PERFORM pg_terminate_backend(p) FROM unnest(pids) p;
             -- wait (5 s at most) until each has aborted its transaction and left, looking every
             -- millisecond: pg_terminate_backend's own wait looks every 100 ms, and a backend not gone

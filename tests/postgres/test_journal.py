@@ -533,7 +533,14 @@ def test_a_sampled_check_runs_beside_the_next_episode_on_the_rewound_state_and_r
             "UPDATE people SET name = 'seen by the episode only' WHERE id = 3",
             "INSERT INTO people (name) VALUES ('new')",  # its nextval is not transactional: no matter
         )
-        journal.move(None, reset=True)
+        with psycopg.connect(_app(world), autocommit=True) as app:
+            journal.move(None, reset=True)  # statekit's auditor is spared, the application's are not
+            assert _dead(app)
+        ours = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        assert tuple(journal.connection().execute(ours).fetchone() or ()) == (1,), "the auditor, kept"
         hidden = "UPDATE pets SET legs = 9 WHERE id = 2"
         _sql(journal.conninfo, "SET session_replication_role = replica", hidden)
         journal.move(None, reset=True)  # the journal cannot undo what it never saw
