@@ -191,6 +191,12 @@ class Adapter(ABC):
     def detach(self, app: Any) -> None:  # noqa: B027 - optional hook
         """Release what ``attach`` built (the world is going away or leaving this environment)."""
 
+    def on_rewind(self, app: Any) -> None:  # noqa: B027 - optional hook
+        """``app`` (what ``attach`` built) is about to serve another episode on its world, which statekit
+        has put back since the last one (rewound to its golden or a bookmark; every connection to it
+        ended). Reset what the process kept of the old state: caches (Django's ``ContentType`` and
+        ``Site`` caches, ``mail.outbox``), pools (``engine.dispose()``, ``connections.close_all()``)."""
+
     def allowed_endpoints(self) -> list[str]:
         """Where the application may connect besides its world's own database while statekit's egress
         guard is on (``host:port`` or URLs): e.g. live services an adapter was pointed at."""
@@ -264,6 +270,9 @@ class AdapterWrapper(Adapter):
 
     def detach(self, app: Any) -> None:
         self.inner.detach(app)
+
+    def on_rewind(self, app: Any) -> None:
+        self.inner.on_rewind(app)
 
     def allowed_endpoints(self) -> list[str]:
         return self.inner.allowed_endpoints()

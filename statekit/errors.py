@@ -133,9 +133,9 @@ _ENDED_CONNECTION = (
 STALE_CONNECTION_HINT = (
     "The application used a database connection from before the last reset: statekit ends every "
     "connection to a world when it rewinds it (nothing of an episode's sessions may outlive it). "
-    "Reconnect per episode: close the application's connections when its episode ends (Episode.close or "
-    "quiesce; Django: django.db.connections.close_all()), or make its pool test a connection before use "
-    "(SQLAlchemy: create_engine(..., pool_pre_ping=True))."
+    "Reconnect per episode: close the application's connections in Adapter.on_rewind(app), which runs "
+    "before an app kept warm serves the next episode (Django: django.db.connections.close_all()), or "
+    "make its pool test a connection before use (SQLAlchemy: create_engine(..., pool_pre_ping=True))."
 )
 
 

@@ -91,8 +91,9 @@ class EpisodeStarts:
     def _app(self, world: World, seed: int, settings: EnvSettings) -> Any:
         """The application attached to ``world``: kept warm while the world may come back. Attached
         under the seed's controls, so what it makes then (its generators, ids, timestamps) is seeded."""
-        if world.id in self._apps:
+        if world.id in self._apps:  # the same world, put back since its last episode
             self._apps.move_to_end(world.id)
+            self.adapter.on_rewind(self._apps[world.id])
             return self._apps[world.id]
         controls = self._controls_for(seed, purpose="attach")
         controls.bind(world)

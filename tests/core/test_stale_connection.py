@@ -49,3 +49,41 @@ def test_a_connection_kept_across_a_rewind_fails_the_reset_with_what_to_do() -> 
     assert "statekit ends every connection to a world when it rewinds it" in message
     assert "pool_pre_ping=True" in message and "connections.close_all()" in message
     assert isinstance(stale.value.__cause__, psycopg.OperationalError)
+
+
+class Conn:
+    """The application: a connection it keeps."""
+
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self.db = psycopg.connect(conninfo, autocommit=True)
+
+    def execute(self, query: str) -> Any:
+        return self.db.execute(query)
+
+
+class ReconnectingShelf(StickyShelf):
+    """The same application, told by ``on_rewind`` that its world was put back: it reconnects."""
+
+    name = "reconnecting_shelf"
+    attached = rewinds = 0
+
+    def attach(self, world: World, settings: EnvSettings) -> Conn:
+        type(self).attached += 1
+        return Conn(self.conninfo(world))
+
+    def detach(self, app: Any) -> None:
+        app.db.close()
+
+    def on_rewind(self, app: Any) -> None:
+        type(self).rewinds += 1
+        app.db.close()
+        app.db = psycopg.connect(app.conninfo, autocommit=True)
+
+
+def test_on_rewind_lets_an_application_kept_warm_renew_what_a_rewind_ended() -> None:
+    with statekit.make(ReconnectingShelf()) as env:
+        for _ in range(3):  # the same seed: one world, rewound between the episodes
+            env.reset(seed=1)
+            env.step({"tool": "shelf"})
+    assert (ReconnectingShelf.attached, ReconnectingShelf.rewinds) == (1, 2)
