@@ -75,10 +75,10 @@ def build_golden(
     *,
     schema_key: str,
     egress: EgressScope | None,
-) -> None:
+) -> bool:
     """Build ``seed``'s golden under ``key`` unless it exists (checked again under the key's lock).
     The schema stage's golden first, under its own lock (never while holding the seed's: two keys may
-    share a lock stripe)."""
+    share a lock stripe). True when the adapter builds on the schema stage (``schema_key``'s golden)."""
     staged = has(adapter, SchemaStage) and not adapter.out_of_process
     if staged and not strategy.has(key):
         with build_lock(schema_key):
@@ -91,10 +91,10 @@ def build_golden(
     data = _under_controls(controls, lambda world: adapter.build_world(world, seed))
     with build_lock(key):
         if strategy.has(key):  # another process or session built it while this one waited
-            return
+            return staged
         if not staged:
             strategy.capture(key, data)
-            return
+            return False
         world = strategy.restore(schema_key)
         try:
             data(world)
@@ -103,3 +103,4 @@ def build_golden(
             raise ResetError(f"building golden {key!r} on the schema stage failed: {exc}") from exc
         finally:
             strategy.discard(world)
+    return True

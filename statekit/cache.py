@@ -53,7 +53,6 @@ from typing import TYPE_CHECKING
 
 from statekit.builder_code import builder_code
 from statekit.builds import build_golden
-from statekit.capabilities import SchemaStage, has
 from statekit.determinism.egress import EgressScope
 from statekit.digest.canonical import canonical_json
 from statekit.entropy import true_token
@@ -389,16 +388,9 @@ class WorldCache:
 
     def _build(self, seed: int, key: str) -> None:
         schema = world_key({**self._fingerprint, "statekit stage": "schema"}, 0)
-        build_golden(self.adapter, self.strategy, seed, key, schema_key=schema, egress=self.egress)
-        if has(self.adapter, SchemaStage) and self.strategy.has(schema):
-            with self.index.transaction() as db:  # the stage's golden (builds.py), used by every build
-                db.execute(
-                    "INSERT INTO goldens (store, key, seed, bytes, used) VALUES (?, ?, -1, NULL,"
-                    " (SELECT coalesce(max(used), 0) + 1 FROM goldens))"
-                    " ON CONFLICT (store, key) DO UPDATE SET used = excluded.used",
-                    (self.store, schema),
-                )
-            self._record_size(schema)
+        staged = build_golden(self.adapter, self.strategy, seed, key, schema_key=schema, egress=self.egress)
+        if staged and self._use({schema: -1}):  # the stage's golden (builds.py): used by every build,
+            self._record_size(schema)  # budgeted like a seed's (seed -1), measured once
 
     def _record_size(self, key: str, code: str | None = None) -> None:
         size = self._storage.footprint(key)
