@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
+import weakref
 from pathlib import Path
 
 
@@ -31,10 +32,25 @@ def builder_modules(adapter: object) -> list[str]:
     return sorted(names)
 
 
+_COMPUTED: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+"""Each adapter's hash, computed once: its fingerprint and the world cache both ask for it."""
+
+
 def builder_code(adapter: object) -> str:
     """sha256 (16 hex digits) of the builder modules' source files (a module without one: the source of
-    the adapter's classes defined in it, where Python can find it)."""
-    digest, adapter = hashlib.sha256(), _unwrapped(adapter)
+    the adapter's classes defined in it, where Python can find it), read once per adapter."""
+    adapter = _unwrapped(adapter)
+    try:
+        return _COMPUTED[adapter]
+    except KeyError:
+        code = _COMPUTED[adapter] = _hash(adapter)
+        return code
+    except TypeError:  # an adapter that cannot be weakly referenced (``__slots__``): no memo
+        return _hash(adapter)
+
+
+def _hash(adapter: object) -> str:
+    digest = hashlib.sha256()
     for name in builder_modules(adapter):
         digest.update(name.encode() + b"\0")
         source = _source_file(name)

@@ -73,9 +73,7 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
         """The adapter's class and a hash of the code that builds its worlds (``builder_code``): a
         changed builder gets new worlds. Override it to add what the code does not show (data files,
         the app's version), keeping ``builder_code(self)`` in it."""
-        if "_code" not in self.__dict__:  # once: it reads the modules' files, and every reset asks
-            self._code = builder_code(self)
-        return {"adapter": f"{type(self).__module__}.{type(self).__qualname__}", "code": self._code}
+        return {"adapter": f"{type(self).__module__}.{type(self).__qualname__}", "code": builder_code(self)}
 
     @property
     def strategies(self) -> tuple[str, ...]:  # type: ignore[override]  # derived from app_role here
