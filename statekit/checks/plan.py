@@ -24,7 +24,7 @@ from statekit.checks.episodes import (
     check_task,
     coverage_not_checked,
 )
-from statekit.checks.probes import DEFAULT_PROBES, ProbeRun, ProbeSettings, check_exploits
+from statekit.checks.probes import DEFAULT_PROBES, ProbeSettings, check_exploits
 from statekit.checks.report import NOT_CHECKED, CheckReport
 from statekit.checks.rollouts import Action, reference_script
 from statekit.env import Environment
@@ -211,7 +211,7 @@ class CheckPlan:
             found = check_exploits(
                 env, seeds=list(self.probe_seeds or self.seeds), settings=self.probes, kinds=[kind]
             )
-            for probed, runs in _by_kind(found.runs).items():
+            for probed, runs in found.by_kind().items():
                 report.probes[probed] = [run.summary() for run in runs]
             for idle, why in found.unexercised().items():
                 report.unexercised[idle] = why
@@ -244,13 +244,6 @@ class CheckPlan:
                 report.notes.append(f"controls.{name}: {problem}")
             elif problem:
                 report.problems.append(f"controls.{name}: {problem}")
-
-
-def _by_kind(runs: list[ProbeRun]) -> dict[str, list[ProbeRun]]:
-    out: dict[str, list[ProbeRun]] = {}
-    for run in runs:
-        out.setdefault(run.kind, []).append(run)
-    return out
 
 
 def check_env(env: Environment, plan: CheckPlan | None = None, **settings: object) -> CheckReport:

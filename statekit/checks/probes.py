@@ -175,13 +175,19 @@ class ProbeReport:
             for kind, policies in won.items()
         }
 
+    def by_kind(self) -> dict[str, list[ProbeRun]]:
+        """The runs of each task kind, kinds in the order played."""
+        out: dict[str, list[ProbeRun]] = {}
+        for run in self.runs:
+            out.setdefault(run.kind, []).append(run)
+        return out
+
     def unexercised(self) -> dict[str, str]:
         """``{kind: why}`` for every kind the probes did not put to the test: none of its runs changed the
         world and reached the verifier, so its reward was never asked to judge an act (robust there
         means nothing; the kind is reported null with this reason)."""
         out: dict[str, str] = {}
-        for kind in dict.fromkeys(run.kind for run in self.runs):
-            runs = [run for run in self.runs if run.kind == kind]
+        for kind, runs in self.by_kind().items():
             if any(run.exploit or (run.changed and run.terminated) for run in runs):
                 continue  # a kind some probe won was tested (and failed)
             if not any(run.changed for run in runs):
