@@ -153,10 +153,9 @@ def stale_connection_hint(exc: BaseException) -> str | None:
 
 
 def stale_connection_error(exc: BaseException) -> ResetError | None:
-    """An episode's start that failed on an ended connection, as a ResetError that says what to do."""
+    """An episode's start that failed on an ended connection, as a ResetError that says what to do (to
+    raise ``from exc``)."""
     hint = stale_connection_hint(exc)
     if hint is None:
         return None
-    error = ResetError(f"starting the episode failed: {type(exc).__name__}: {exc}. {hint}")
-    error.__cause__ = exc
-    return error
+    return ResetError(f"starting the episode failed: {type(exc).__name__}: {exc}. {hint}")
