@@ -80,8 +80,8 @@ class EpisodeStarts:
             if episode is not None:
                 episode.close()
             raise
-        if known is not None:  # the episode's own controls, adopted after its start
-            controls.load(known.controls)
+        if known is not None:  # again, after the observation and the adoption of the episode's own
+            controls.load(known.controls)  # controls: the state the first start ended with, for all
         elif task is None and self.adapter.deterministic_start:
             self._starts[start_key] = Start(episode.task, controls.save())
             while len(self._starts) > START_CACHE:
