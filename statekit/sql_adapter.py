@@ -30,7 +30,7 @@ from statekit.digest.coverage import coverage_problems, live_columns
 from statekit.digest.dump import StateDump
 from statekit.digest.files import TABLE_PREFIX, directory_digest, file_dump
 from statekit.digest.postgres import connect, postgres_digest, postgres_dump
-from statekit.digest.spec import DigestSpec
+from statekit.digest.spec import DEFAULT_SCHEMA, DigestSpec
 from statekit.errors import ConfigError
 from statekit.postgres import ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND, Journal
@@ -166,7 +166,7 @@ class SqlAdapter(Adapter, StateDumps, DatabaseWorld):
 
     def live_schema(self, world: World) -> dict[str, dict[str, str]]:
         with connect(self.conninfo(world)) as conn:
-            return live_columns(conn, self.spec.schema if self.spec is not None else "public")
+            return live_columns(conn, self.spec.schema if self.spec is not None else DEFAULT_SCHEMA)
 
     def check_schema(self, world: World) -> list[str]:
         uncovered, unknown = coverage_problems(self.live_schema(world), self._spec())

@@ -17,6 +17,7 @@ from statekit.cli.spec import add_spec_arguments, spec_from_args
 from statekit.digest.canonical import canonical_json
 from statekit.digest.diff import diff_dumps
 from statekit.digest.dump import StateDump
+from statekit.digest.spec import DEFAULT_SCHEMA
 from statekit.divergence import drift, first_divergence
 from statekit.errors import ConfigError
 from statekit.make import make
@@ -238,6 +239,6 @@ def register(sub: Any) -> None:
     init.add_argument("adapter", nargs="?", default=None, help="an adapter whose worlds are a database")
     init.add_argument("--url", default=None, help="or a PostgreSQL database URL to read the schema of")
     init.add_argument("--seed", type=int, default=0)
-    init.add_argument("--schema", default="public")
+    init.add_argument("--schema", default=DEFAULT_SCHEMA)
     init.add_argument("--out", default=None, help="write the draft here (default: print it)")
     init.set_defaults(func=cmd_spec_init)

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 
 from statekit.digest.coverage import live_columns
+from statekit.digest.spec import DEFAULT_SCHEMA
 from statekit.postgres.server import tuples
 
 _AUDIT_NAME = re.compile(r"^(created|updated|modified|inserted|deleted|changed)(_at|_on|_time|_date)?$|_at$")
@@ -129,7 +130,7 @@ def _defaults(conn: psycopg.Connection[Any], schema: str) -> dict[tuple[str, str
     return out
 
 
-def draft_spec(conn: psycopg.Connection[Any], schema: str = "public") -> SpecDraft:
+def draft_spec(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> SpecDraft:
     """A spec covering every table and column of ``schema`` (partitions through their parent)."""
     live = live_columns(conn, schema)
     partitions = {

@@ -34,6 +34,8 @@ from statekit.digest.canonical import CANONICALISERS
 from statekit.errors import SpecError
 
 SPEC_FORMAT = 1
+DEFAULT_SCHEMA = "public"
+"""The PostgreSQL schema a spec covers when it names none."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class DigestSpec:
 
         if data.get("format") != SPEC_FORMAT:
             raise fail(f"`format` must be {SPEC_FORMAT}, got {data.get('format')!r}")
-        schema = data.get("schema", "public")
+        schema = data.get("schema", DEFAULT_SCHEMA)
         raw_tables = data.get("tables")
         if not isinstance(raw_tables, dict) or not raw_tables:
             raise fail(
