@@ -102,3 +102,11 @@ class Audit:
         """Wait for the check; why the world is not its golden, or None."""
         self._done.result()
         return self.failure
+
+    def cancel(self) -> None:
+        """Stop the check if it still runs (the world is going away: its verdict no longer matters),
+        and wait for its thread to let go of the connection."""
+        if self._conn is not None and not self._done.done():
+            with contextlib.suppress(psycopg.Error):
+                self._conn.cancel_safe(timeout=5)
+        self._done.result()

@@ -146,7 +146,7 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             if self._audit is not None:
-                self._audit.result()
+                self._audit.cancel()
             if self._auditor is not None:
                 self._auditor.close()
             conn, self._conn, self._audit, self._auditor = self._conn, None, None, None
