@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import faulthandler
 import inspect
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -55,6 +57,9 @@ from statekit.harness.workers import WorkerPool
 from statekit.strategies.base import Health
 
 log = logging.getLogger(__name__)
+
+SLOW_SHUTDOWN = 20.0
+"""Seconds of shutdown after which the harness prints every thread's stack to stderr (and goes on)."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 410, 413, 422, 429, 500, 503)
@@ -148,15 +153,13 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         try:
             yield
         finally:
-            for task in watching:
-                task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await task
-            await run_in_threadpool(pool.close_all)
-            if workers is not None:
-                await run_in_threadpool(workers.close)
-            if keeper is not None:
-                await run_in_threadpool(keeper.close)
+            # a shutdown still closing worlds after SLOW_SHUTDOWN prints every thread's stack (what it
+            # waits for); an orchestrator's SIGKILL would otherwise end it without a word
+            faulthandler.dump_traceback_later(SLOW_SHUTDOWN, file=sys.stderr)
+            try:
+                await _close(pool, workers, keeper, watching)
+            finally:
+                faulthandler.cancel_dump_traceback_later()
 
     app = FastAPI(
         title=f"statekit harness: {adapter_name}",
@@ -329,6 +332,24 @@ async def _poll_health(ask: Callable[[], Health], health: dict[str, Any]) -> Non
         except Exception:
             log.exception("asking the harness workers for their health failed; asking again")
         await asyncio.sleep(HEALTH_INTERVAL)
+
+
+async def _close(
+    pool: SessionPool,
+    workers: WorkerPool | None,
+    keeper: SessionEnvironment | None,
+    watching: list[asyncio.Task[None]],
+) -> None:
+    """The harness's shutdown: its watchers, then every session, the workers, the keeper."""
+    for task in watching:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+    await run_in_threadpool(pool.close_all)
+    if workers is not None:
+        await run_in_threadpool(workers.close)
+    if keeper is not None:
+        await run_in_threadpool(keeper.close)
 
 
 async def _reap_forever(pool: SessionPool, idle_timeout: float) -> None:

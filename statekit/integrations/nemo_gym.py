@@ -24,6 +24,7 @@ class) or alone: ``python -m statekit.integrations.nemo_gym --url http://127.0.0
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Annotated, Any
 
 import uvicorn
@@ -47,8 +48,16 @@ from statekit.contract import JSON
 from statekit.env import Environment
 from statekit.integrations import UNSERVED, close_quietly, connect, environment_failure, episode_of
 
+log = logging.getLogger(__name__)
+
 RESERVED = frozenset({"seed_session", "verify", "aggregate_metrics"})
 """NeMo Gym's own routes on a resources server: no tool may take their names."""
+
+
+def unserved(why: str) -> HTTPException:
+    """A 503 for a rollout the environment failed, logged: the agent's client sees only a status."""
+    log.warning("503: %s", why)
+    return HTTPException(503, why)
 
 
 class StatekitResourcesServerConfig(BaseResourcesServerConfig):
@@ -144,7 +153,7 @@ class StatekitResourcesServer(SimpleResourcesServer):
         except UNSERVED as exc:
             if env is not None:  # nothing half-made stays behind: a world made here, a served session
                 await run_in_threadpool(close_quietly, env)
-            raise HTTPException(503, f"reset(seed={seed}) could not be served: {exc}") from exc
+            raise unserved(f"reset(seed={seed}) could not be served: {exc}") from exc
         self._rollouts[key] = _Rollout(env, seed, str(info["digest"]))
         return StatekitSeedSessionResponse(
             seed=seed, initial_digest=str(info["digest"]), observation=observation, tools=env.tools
@@ -158,18 +167,18 @@ class StatekitResourcesServer(SimpleResourcesServer):
             if rollout is None:
                 raise HTTPException(409, "no episode in this session: POST /seed_session first")
             if rollout.failure:
-                raise HTTPException(503, f"this rollout's environment failed: {rollout.failure}")
+                raise unserved(f"this rollout's environment failed: {rollout.failure}")
             if rollout.terminated or rollout.truncated:
                 raise HTTPException(409, "the episode has ended: POST /verify")
             try:
                 step = await run_in_threadpool(rollout.env.step, {**(arguments or {}), "tool": tool})
             except UNSERVED as exc:
                 rollout.failure = f"{type(exc).__name__}: {exc}"
-                raise HTTPException(503, f"step {tool!r} could not be served: {exc}") from exc
+                raise unserved(f"step {tool!r} could not be served: {exc}") from exc
             observation, reward, terminated, truncated, info = step
             if (error := environment_failure(info)) is not None:  # the environment, not the model, failed it
                 rollout.failure = str(error)
-                raise HTTPException(503, f"step {tool!r} failed in the environment: {error}")
+                raise unserved(f"step {tool!r} failed in the environment: {error}")
             rollout.rewards.append(reward)
             rollout.terminated, rollout.truncated = terminated, truncated
             rollout.verdict = info.get("verdict") or rollout.verdict
@@ -189,13 +198,11 @@ class StatekitResourcesServer(SimpleResourcesServer):
             raise HTTPException(409, "no episode in this session: POST /seed_session first")
         try:
             if rollout.failure:
-                raise HTTPException(
-                    503, f"the rollout's environment failed, it has no reward: {rollout.failure}"
-                )
+                raise unserved(f"the rollout's environment failed, it has no reward: {rollout.failure}")
             try:
                 final = (await run_in_threadpool(rollout.env.state)).digest
             except UNSERVED as exc:
-                raise HTTPException(503, f"the rollout's world could not be read: {exc}") from exc
+                raise unserved(f"the rollout's world could not be read: {exc}") from exc
         finally:
             await run_in_threadpool(close_quietly, rollout.env)
         outcome = {

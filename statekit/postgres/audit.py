@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -41,6 +42,9 @@ def _new_pool() -> None:  # a forked child inherits the pool without its thread:
 
 
 os.register_at_fork(after_in_child=_new_pool)
+
+CANCEL_WAIT = 5.0
+"""Seconds a cancelled audit may take to stop before its backend is ended."""
 
 LIMITS = "SET lock_timeout = '5s'; SET statement_timeout = '60s'"
 """An audit never waits long for a lock, and never runs away: a reset waits for it at the latest."""
@@ -79,6 +83,8 @@ class Audit:
             self._conn = conn
         except psycopg.Error as exc:
             log.warning("world %s: its sampled check against the golden could not start: %s", world, exc)
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")  # a lock timeout left the transaction open: the next audit begins
         self._done: Future[None] = _AUDITS.submit(self._run)
 
     def _run(self) -> None:
@@ -103,10 +109,19 @@ class Audit:
         self._done.result()
         return self.failure
 
-    def cancel(self) -> None:
+    def cancel(self, terminate: Callable[[int], object]) -> None:
         """Stop the check if it still runs (the world is going away: its verdict no longer matters),
-        and wait for its thread to let go of the connection."""
-        if self._conn is not None and not self._done.done():
+        and wait for its thread to let go of the connection. A check the cancel request did not stop
+        within ``CANCEL_WAIT`` (it arrived before the query began, say) has its backend ended by
+        ``terminate(pid)``: closing a world never waits out the audit's statement timeout."""
+        conn = self._conn
+        if conn is not None and not self._done.done():
             with contextlib.suppress(psycopg.Error):
-                self._conn.cancel_safe(timeout=5)
+                conn.cancel_safe(timeout=5)
+            try:
+                self._done.result(timeout=CANCEL_WAIT)
+            except TimeoutError:
+                log.warning("world %s: its sampled check did not stop when cancelled; ending its backend",
+                            self.world)  # fmt: skip
+                terminate(conn.info.backend_pid)
         self._done.result()

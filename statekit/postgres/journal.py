@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -146,12 +146,17 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             if self._audit is not None:
-                self._audit.cancel()
+                self._audit.cancel(self._terminate)
             if self._auditor is not None:
                 self._auditor.close()
             conn, self._conn, self._audit, self._auditor = self._conn, None, None, None
         if conn is not None and not conn.closed:
             conn.close()
+
+    def _terminate(self, pid: int) -> None:
+        """End one backend of this world (statekit's own: an audit that would not stop)."""
+        with suppress(psycopg.Error):
+            self.connection().execute("SELECT pg_terminate_backend(%s)", (pid,))
 
     def unavailable(self) -> str | None:
         """Why this world has no usable journal (None when it has one). Asked once per world, which

@@ -112,6 +112,7 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
             assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "healthy"
             yield url
     finally:
+        shutting = len(lines)
         proc.terminate()  # SIGTERM: uvicorn shuts down gracefully and the harness closes every session
         try:
             proc.wait(timeout=60)
@@ -119,7 +120,8 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=30)
             raise AssertionError(
-                "statekit serve did not stop 60 s after SIGTERM; its last output:\n" + "".join(lines[-60:])
+                "statekit serve did not stop 60 s after SIGTERM; its output since (the stacks it printed "
+                "after SLOW_SHUTDOWN):\n" + "".join(lines[shutting:][-400:])
             ) from exc
     # uvicorn re-raises SIGTERM once it has shut down, so the exit status is "killed by SIGTERM".
     assert proc.returncode in (0, -signal.SIGTERM), "".join(lines[-40:])

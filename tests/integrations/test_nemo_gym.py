@@ -38,8 +38,9 @@ ROLLOUTS = 2
 
 
 @contextmanager
-def resources_server(*arguments: str) -> Iterator[str]:
-    """``python -m statekit.integrations.nemo_gym ARGUMENTS`` from the NeMo Gym venv: its URL."""
+def resources_server(*arguments: str, log_path: Path | None = None) -> Iterator[str]:
+    """``python -m statekit.integrations.nemo_gym ARGUMENTS`` from the NeMo Gym venv: its URL. Its
+    output goes to ``log_path`` if given (a test failing on a rollout shows why the server said 503)."""
     python = NEMO / "bin" / "python"
     if not python.exists():
         pytest.fail(f"{python} is missing: scripts/test.sh builds it (scripts/venv-nemo-gym.sh)")
@@ -49,7 +50,8 @@ def resources_server(*arguments: str) -> Iterator[str]:
     command = [str(python), "-m", "statekit.integrations.nemo_gym", *arguments, "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
     # its output goes to a file, read if it fails to start: a pipe nobody drains would block it
-    with tempfile.TemporaryFile(mode="w+") as log, allow_egress(url):  # the guard covers every thread
+    opened = open(log_path, "w+") if log_path else tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+    with opened as log, allow_egress(url):  # the guard covers every thread
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
         try:
             for _ in range(300):
@@ -67,6 +69,10 @@ def resources_server(*arguments: str) -> Iterator[str]:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def unserved_lines(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if "503" in line and "HTTP/1.1" not in line]
 
 
 RESPONSE = {"id": "r", "created_at": 0, "model": "m", "object": "response", "output": [],
@@ -157,11 +163,13 @@ def test_verifiers_nemo_gym_taskset_plays_claims_seeds_through_the_resources_ser
         f'id = "nemo_gym"\ndataset = "{tmp_path / "rows.jsonl"}"\n\n[env.taskset.task]\nresources_url = '
     )
     served = ThreadedServer(create_app(HarnessConfig.of("claims_app", workers=0)))
-    with served, resources_server("--url", served.url) as gym:
+    gym_log = tmp_path / "resources-server.log"
+    with served, resources_server("--url", served.url, log_path=gym_log) as gym:
         episodes = vf_eval(tmp_path, model, f'{taskset}"{gym}"', rollouts=ROLLOUTS, agent="agent")
     assert sorted(e["task"]["data"]["row"]["seed"] for e in episodes) == sorted(SEEDS * ROLLOUTS)
     for episode in episodes:
-        assert episode["ok"], episode["traces"][0]["errors"] if episode["traces"] else episode["errors"]
+        errors = episode["traces"][0]["errors"] if episode["traces"] else episode["errors"]
+        assert episode["ok"], f"{errors}; the resources server's 503s: {unserved_lines(gym_log)}"
         trace = episode["traces"][0]
         seed, outcome = episode["task"]["data"]["row"]["seed"], trace["info"]["nemo_gym"]
         reward, digest = expected[seed]

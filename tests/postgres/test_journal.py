@@ -8,6 +8,7 @@ import json
 import random
 import string
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from statekit.digest.postgres import postgres_digest
 from statekit.digest.spec import DigestSpec
 from statekit.errors import RewindError
-from statekit.postgres import PostgresServer
+from statekit.postgres import PostgresServer, audit
 from statekit.postgres.journal import Journal
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import World
@@ -661,5 +662,49 @@ def test_the_tail_keeps_a_tables_additions_across_reads_that_find_only_deletions
         assert tail.since(top) == {}
         journal.move(None)  # the tail starts again where the move leaves the journal
         assert journal.tail.since(journal.tail.position()) == {}
+    finally:
+        strategy.discard(world)
+
+
+@pytest.mark.parametrize("cancel", ["answered", "lost"])
+def test_closing_a_world_stops_its_blocked_sampled_check_without_waiting_out_its_timeout(
+    strategy: PostgresTemplate, monkeypatch: pytest.MonkeyPatch, cancel: str
+) -> None:
+    """A check blocked (here on a lock on the golden's fingerprints) is cancelled when its world goes
+    away; one the cancel request missed ("lost": it came before the query began) has its backend ended."""
+    if cancel == "lost":
+        monkeypatch.setattr(psycopg.Connection, "cancel_safe", lambda self, timeout=0: None)
+        monkeypatch.setattr(audit, "CANCEL_WAIT", 0.5)
+    world = strategy.restore("golden")
+    journal = world.handle
+    assert isinstance(journal, Journal)
+    try:
+        with psycopg.connect(journal.conninfo) as blocker:
+            blocker.execute("LOCK TABLE _statekit.golden IN ACCESS EXCLUSIVE MODE")
+            journal.audit()
+            auditor = journal._auditor
+            assert auditor is not None
+            pid = auditor.info.backend_pid
+            waiting = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s"
+            for _ in range(200):
+                row = blocker.execute(waiting, (pid,)).fetchone()
+                if row and row[0] == "Lock":
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the sampled check never waited for the lock")
+            closing = threading.Thread(target=journal.close)
+            closing.start()
+            closing.join(timeout=30)  # not the audit's 60 s statement timeout
+            assert not closing.is_alive(), "closing the world waited for its blocked check"
+        with psycopg.connect(journal.conninfo, autocommit=True) as look:
+            for _ in range(100):  # a closed backend leaves pg_stat_activity a moment later
+                if look.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone() == (0,):
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the auditor's backend outlived its world")
     finally:
         strategy.discard(world)
