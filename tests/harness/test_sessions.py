@@ -12,6 +12,7 @@ import pytest
 import statekit
 import statekit.kit
 from statekit.harness import HarnessConfig, create_app
+from statekit.harness import app as harness_app
 from statekit.harness.errors import ApiError
 from statekit.harness.sessions import SessionPool
 from statekit.postgres import PostgresServer
@@ -176,3 +177,26 @@ def test_health_answers_while_every_worker_thread_is_busy(serve_app: Callable[..
         # after some reset finished. An ordering, not a stopwatch (a timed bound failed under load).
         assert not any(reset.done() for reset in resets), "the probe waited for a worker thread"
         assert all(reset.result().status_code == 200 for reset in resets)
+
+
+class SlowToClose(LedgerAdapter):
+    """Closing takes a second and a half: a shutdown that waits on something."""
+
+    def close(self) -> None:
+        time.sleep(1.5)
+        super().close()
+
+
+def test_a_slow_shutdown_prints_what_every_thread_waits_for(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(harness_app, "SLOW_SHUTDOWN", 0.5)
+    with (
+        ThreadedServer(
+            create_app(HarnessConfig.of("tests.harness.test_sessions:SlowToClose", workers=0))
+        ) as server,
+        httpx.Client(base_url=server.url, timeout=60) as http,
+    ):
+        assert http.post("/reset", json={"seed": 1}).status_code == 200  # a session left open
+    stacks = capfd.readouterr().err
+    assert "most recent call first" in stacks and "in close" in stacks, stacks[-2000:]
