@@ -1,12 +1,14 @@
 """Reset latency as a trainer pays it: ``env.reset`` end to end, back to back, episodes of a few steps.
 
-    python benchmarks/reset.py [--episodes 60] [--scales 1,145,1450] [--no-wide] [--no-kit] [--db-url URL]
+    python benchmarks/reset.py [--episodes 60] [--scales 1,145,1450] [--no-wide] [--no-kit] [--no-django]
+                               [--db-url URL]
 
 Every column but the first and the last two times ``env.reset`` from ``statekit.make`` exactly as a
 trainer calls it: reset, play the task's reference script (two to four steps that write), reset
 again, with no pause in between (a pool gets no idle time to refill). Episodes alternate between two
-seeds. Per world (claims at ~10 MB, ~100 MB and ~1 GB, a wide world of 100 small tables, and a helpdesk
-web app wrapped with the public kit as a user would, ``benchmarks/helpdesk.py``):
+seeds. Per world (claims at ~10 MB, ~100 MB and ~1 GB, a wide world of 100 small tables, a helpdesk
+web app wrapped with the public kit as a user would, ``benchmarks/helpdesk.py``, and a Django CMS from
+PyPI, ``adapters/wagtail_site``, whose migrations are its schema stage):
 
 - rebuild: the naive reset, the application's seed script into an empty world (what a seed's first
   reset pays once, before its golden exists); for an adapter with a schema stage (``SchemaStage``),
@@ -43,6 +45,7 @@ from statekit.postgres.journal import Journal
 from statekit.postgres.journal_paths import multirange
 from statekit.strategies.base import World
 from statekit_examples.adapters.claims_app import ClaimsAdapter
+from statekit_examples.adapters.wagtail_site import WagtailAdapter
 
 SEEDS = (7, 8)
 
@@ -205,6 +208,7 @@ def main() -> None:
     parser.add_argument(
         "--no-kit", action="store_true", help="skip the helpdesk (a kit adapter over a FastAPI app)"
     )
+    parser.add_argument("--no-django", action="store_true", help="skip the Wagtail site (a Django CMS)")
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
     rows = []
@@ -224,6 +228,8 @@ def main() -> None:
     if not args.no_kit:
         name = "helpdesk: kit, web app"
         rows.append(measure(name, HelpdeskAdapter, args.episodes, args.rebuilds, args.db_url))
+    if not args.no_django:
+        rows.append(measure("wagtail: Django CMS", WagtailAdapter, args.episodes, args.rebuilds, args.db_url))
 
     def p(samples: list[float], q: float = 0.5) -> float:
         return percentile_ms(samples, q)
@@ -263,6 +269,17 @@ def main() -> None:
             f"rewind p50, largest ÷ smallest claims world: {ratio:.2f}"
             f" ({claims[-1]['size']:.0f} MB vs {claims[0]['size']:.0f} MB)"
         )
+    if claims:
+        for r in rows[len(claims) :]:
+            console.print(
+                f"rewind p50, {r['name']} ÷ claims scale {claims[0]['name'].split()[-1]}: "
+                f"{p(r['rewind']) / p(claims[0]['rewind']):.2f}"
+                + (
+                    f"; its build on the schema stage ÷ from nothing: {p(r['staged']) / p(r['rebuild']):.2f}"
+                    if r["staged"]
+                    else ""
+                )
+            )
     for r in rows:
         if r["stats"]["fallbacks"]:
             console.print(f"{r['name']}: rewinds that fell back to a clone: {r['stats']['fallbacks']}")

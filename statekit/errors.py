@@ -134,7 +134,8 @@ STALE_CONNECTION_HINT = (
     "The application used a database connection from before the last reset: statekit ends every "
     "connection to a world when it rewinds it (nothing of an episode's sessions may outlive it). "
     "Reconnect per episode: close the application's connections in Adapter.on_rewind(app), which runs "
-    "before an app kept warm serves the next episode (Django: django.db.connections.close_all()), or "
+    "before an app kept warm serves the next episode (Django: statekit.kit.DjangoProject, and "
+    "project.rewound(url) there; it reconnects every thread), or "
     "make its pool test a connection before use (SQLAlchemy: create_engine(..., pool_pre_ping=True))."
 )
 

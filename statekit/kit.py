@@ -39,6 +39,7 @@ from statekit.digest.dump import StateDump, TableDump
 from statekit.digest.files import directory_digest, file_dump, file_rows, file_tables
 from statekit.digest.postgres import SEQUENCES_PREFIX, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec, TableSpec
+from statekit.django_project import DjangoProject, databases_entry
 from statekit.postgres import PostgresServer, ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND as JOURNAL_BOUND
 from statekit.postgres.journal import Journal
@@ -79,6 +80,7 @@ __all__ = [
     "DatabaseWorld",
     "Digest",
     "DigestSpec",
+    "DjangoProject",
     "DrainJobs",
     "EnvSettings",
     "Episode",
@@ -119,6 +121,7 @@ __all__ = [
     "canonical_value",
     "clock",
     "combine",
+    "databases_entry",
     "directory_digest",
     "docker_client",
     "episode_replay",

@@ -92,6 +92,7 @@ def fresh_db_url(pg_cluster: PostgresServer) -> Iterator[str]:
 GROUPS = {
     "code_env": ("tests/code_env/", "statekit[code_env]"),
     "ray": ("tests/ray/",),
+    "wagtail": ("tests/adapters/test_wagtail_site.py::", "statekit[wagtail_site]"),  # its schema stage once
     "verifiers": ("tests/integrations/test_verifiers.py::",),  # its module fixture runs every vf-eval once
     "docker": (
         "tests/containers/",
@@ -105,6 +106,7 @@ fixture that is costly to run twice counts too: split over processes, each would
 
 SLOW = (
     "tests/code_env/",
+    "tests/adapters/test_wagtail_site.py::",
     "tests/ray/",
     "tests/containers/",
     "tests/docker/",

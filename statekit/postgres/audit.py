@@ -76,6 +76,7 @@ class Audit:
         self.failure: str | None = None
         """Why the world is not its golden (None: it is, or the check could not run)."""
         self._conn: psycopg.Connection[Any] | None = None
+        self._cancelled = False
         try:
             # one round trip: the snapshot is taken by the transaction's first statement; the locks keep
             # a TRUNCATE or DDL (which an old snapshot would see through) waiting until the check is done
@@ -99,6 +100,8 @@ class Audit:
                 log.error("world %s: %s (an episode started on it; it is replaced at its next reset)",
                           self.world, self.failure)  # fmt: skip
         except psycopg.Error as exc:  # the server went away, say: nothing is known against the world
+            if self._cancelled:  # closing the world stopped it: nothing to say
+                return
             log.warning("world %s: its sampled check against the golden did not finish: %s", self.world, exc)
         finally:
             with contextlib.suppress(psycopg.Error):
@@ -116,6 +119,7 @@ class Audit:
         ``terminate(pid)``: closing a world never waits out the audit's statement timeout."""
         conn = self._conn
         if conn is not None and not self._done.done():
+            self._cancelled = True
             with contextlib.suppress(psycopg.Error):
                 conn.cancel_safe(timeout=5)
             try:

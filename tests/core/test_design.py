@@ -21,7 +21,7 @@ PACKAGE = Path(statekit.__file__).parent
 MAX_LINES = 500
 LAYERS: dict[int, tuple[str, ...]] = {
     1: ("contract", "world", "entropy", "errors", "settings", "memo", "builder_code"),
-    2: ("determinism", "digest", "postgres", "strategies", "seeds", "web_app"),
+    2: ("determinism", "digest", "postgres", "strategies", "seeds", "web_app", "django_project"),
     3: (
         "adapter",
         "registry",

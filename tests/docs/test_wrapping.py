@@ -73,3 +73,13 @@ def test_the_guide_commands_pass(tmp_path: Path) -> None:
             assert report["rewind_order"] is True and report["incremental_digest"] is True, report
     draft = (tmp_path / "draft.toml").read_text()
     assert '"created_at" = "DECIDE: looks like an audit timestamp' in draft
+
+
+def test_the_guide_django_excerpts_are_the_example_as_it_is() -> None:
+    """Each ``# from: PATH`` block of the guide is a verbatim excerpt of that file of the repository."""
+    excerpts = [body for _, body in _blocks() if body.startswith("# from: ")]
+    assert len(excerpts) >= 3
+    for body in excerpts:
+        first, _, excerpt = body.partition("\n")
+        source = (ROOT / first.removeprefix("# from: ").strip()).read_text()
+        assert excerpt.strip("\n") in source, f"docs/WRAPPING.md's excerpt of {first} no longer matches it"
