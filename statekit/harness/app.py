@@ -194,13 +194,16 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         return begin(body.session_id, lambda session: session.reset(body.seed, body.options))
 
     @app.post("/step", operation_id="step", response_model=StepResponse, responses=ERRORS)
-    def step(body: StepRequest) -> StepResponse:
-        """Apply one action; a bad action is a normal step with an error observation."""
+    def step(body: StepRequest) -> JSONResponse:
+        """Apply one action; a bad action is a normal step with an error observation. The answer is
+        ``StepResponse``'s fields sent as they are: the environment's values are JSON already (``/ws``
+        sends the same with ``json.dumps``), and validating them again cost ~0.2 ms a step."""
         with pool.use(body.session_id) as session:
             observation, reward, terminated, truncated, info = session.env.step(body.action)
-        return StepResponse(
-            observation=observation, reward=reward, terminated=terminated, truncated=truncated, info=info
-        )
+        return JSONResponse(
+            {"observation": observation, "reward": reward, "terminated": terminated,
+             "truncated": truncated, "info": info}
+        )  # fmt: skip
 
     @app.get("/state", operation_id="state", response_model=StateResponse, responses=ERRORS)
     def state(session_id: Annotated[SessionId, Query()]) -> StateResponse:
