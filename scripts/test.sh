@@ -6,7 +6,8 @@
 #    (system binaries if present, else the pgserver wheel's);
 #  - as root on Debian: the Docker engine (started in the background) and the local base image;
 #    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems; Debian's python3
-#    (/usr/bin/python3), on which the code environment's process sandbox runs model code.
+#    (/usr/bin/python3), on which the code environment's process sandbox runs model code;
+#    libfaketime, which gives an application process statekit's clock (statekit/process_app.py).
 # The tests start once .venv is ready: the Docker engine and image and the two side venvs are still
 # being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
 # status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
@@ -57,13 +58,15 @@ finish() {  # finish NAME PID: wait for a set-up step; print its log and how lon
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   # Debian's packages in one apt-get, before anything runs beside it: xfsprogs and btrfs-progs for
   # the copy-on-write tests' loop-device filesystems; Debian's python3, on which the code
-  # environment's sandbox runs model code. (The Docker step installs docker.io and debootstrap
+  # environment's sandbox runs model code; libfaketime, an application process's clock. (The Docker step installs docker.io and debootstrap
   # itself, after this one: apt takes one at a time.)
   packages=()
   export PATH="$PATH:/usr/sbin:/sbin"
   command -v mkfs.xfs >/dev/null || packages+=(xfsprogs)
   command -v mkfs.btrfs >/dev/null || packages+=(btrfs-progs)
   [ -x /usr/bin/python3 ] || packages+=(python3)
+  # libfaketime: an application process's clock (statekit/process_app.py)
+  compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || packages+=(libfaketime)
   # the venvs are made side by side below: the one fallback that installs python3-venv must run first
   python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
   if [ ${#packages[@]} -gt 0 ]; then

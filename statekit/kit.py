@@ -44,6 +44,7 @@ from statekit.postgres import PostgresServer, ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND as JOURNAL_BOUND
 from statekit.postgres.journal import Journal
 from statekit.postgres.server import to_conninfo
+from statekit.process_app import AppProcess, Boundary
 from statekit.settings import statekit_home
 from statekit.sql_adapter import DATABASE, SqlAdapter
 from statekit.strategies.base import Builder, Capabilities, ResetStrategy, StrategyWrapper
@@ -66,7 +67,9 @@ __all__ = [
     "Adapter",
     "AdapterWrapper",
     "Allow",
+    "AppProcess",
     "AssayHooks",
+    "Boundary",
     "Builder",
     "Canonicaliser",
     "Capabilities",

@@ -11,7 +11,7 @@ which lets statekit apply it only inside builds and ``reset``/``step`` instead o
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar
@@ -50,6 +50,18 @@ class VirtualClock(Control):
         self.now = start
         self.backwards = backwards
         self._traveller: time_machine.Traveller | None = None
+        self._followers: list[Callable[[datetime], None]] = []
+
+    def follow(self, follower: Callable[[datetime], None]) -> None:
+        """Call ``follower(now)`` whenever this clock is entered or moved: what Python's clock reads,
+        handed to what statekit cannot patch (an application process's clock,
+        ``statekit.kit.AppProcess.set_clock``). Called once now."""
+        self._followers.append(follower)
+        follower(self.now)
+
+    def _moved(self) -> None:
+        for follower in self._followers:
+            follower(self.now)
 
     def advance(self, delta: timedelta) -> None:
         if delta < timedelta(0) and not self.backwards:
@@ -60,12 +72,14 @@ class VirtualClock(Control):
         self.now += delta
         if self._traveller is not None:
             self._traveller.shift(delta)
+        self._moved()
 
     def isoformat(self) -> str:
         return self.now.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
     @contextmanager
     def active(self) -> Iterator[None]:
+        self._moved()
         with time_machine.travel(self.now, tick=False) as traveller:
             self._traveller = traveller
             try:
@@ -78,5 +92,6 @@ class VirtualClock(Control):
 
     def load(self, state: datetime) -> None:
         self.now = state
+        self._moved()
         if self._traveller is not None:  # active: Python's clock follows
             self._traveller.move_to(state)

@@ -21,7 +21,16 @@ PACKAGE = Path(statekit.__file__).parent
 MAX_LINES = 500
 LAYERS: dict[int, tuple[str, ...]] = {
     1: ("contract", "world", "entropy", "errors", "settings", "memo", "builder_code"),
-    2: ("determinism", "digest", "postgres", "strategies", "seeds", "web_app", "django_project"),
+    2: (
+        "determinism",
+        "digest",
+        "postgres",
+        "strategies",
+        "seeds",
+        "web_app",
+        "django_project",
+        "process_app",
+    ),
     3: (
         "adapter",
         "registry",

@@ -1,0 +1,229 @@
+"""An application that runs as a process of its own, in any language: started for a world behind a
+boundary statekit draws at the process, since it cannot patch the interpreter inside.
+
+statekit's Python controls patch the interpreter the application runs in. A Rails, Java or Go
+application is a separate process, so ``AppProcess`` controls what that process can see instead:
+
+- **the clock**: libfaketime (``LD_PRELOAD``) makes every time call of the process (``clock_gettime``,
+  ``gettimeofday``, ``time``) read a timestamp file that statekit writes, frozen between writes as
+  Python's virtual clock is between steps; ``follow`` it to the episode's clock and the process sees
+  the episode's time and moves when statekit moves it. Chosen over a time namespace (it shifts only
+  the monotonic clocks, never the wall clock) and over a patched libc (per language, per build);
+- **the network**: a network namespace of its own with only a loopback, so no route leads out;
+  the world's PostgreSQL is reached through its unix socket (a file, not a route) and statekit
+  reaches the application through the unix socket it serves on;
+- **the host**: a UTS namespace with a fixed host name, and an environment given in full (nothing of
+  statekit's own environment leaks in).
+
+Randomness the process draws from the kernel (``getrandom``) is not covered: a column it feeds must
+stay out of the digest and the observations (``statekit check`` finds it by replaying).
+
+Each part can be switched off (``Boundary``), only to prove it matters. Needs Linux, root or
+unprivileged user namespaces (``unshare``), and libfaketime (Debian: ``libfaketime``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from statekit.errors import ConfigError
+
+LIBFAKETIME = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+)
+"""Where libfaketime is looked for (``$STATEKIT_LIBFAKETIME`` first)."""
+HOSTNAME = "statekit-world"
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What an application process sees instead of the machine; each part on unless proven otherwise."""
+
+    clock: bool = True
+    """Its time is the timestamp statekit writes (libfaketime), not the machine's."""
+    network: bool = True
+    """It has no network of its own: a namespace with only a loopback (unix sockets still work)."""
+    hostname: str | None = HOSTNAME
+    """Its host name (a UTS namespace of its own); None: the machine's."""
+
+
+def libfaketime() -> str:
+    """The libfaketime shared object to preload, or a ConfigError saying how to install it."""
+    wanted = os.environ.get("STATEKIT_LIBFAKETIME")
+    for path in (wanted, *LIBFAKETIME) if wanted else LIBFAKETIME:
+        if path and Path(path).is_file():
+            return path
+    raise ConfigError(
+        "an application process's clock needs libfaketime, which is not installed: apt-get install "
+        "libfaketime (or set STATEKIT_LIBFAKETIME to its libfaketime.so.1)"
+    )
+
+
+def faketime_stamp(now: datetime) -> str:
+    """``now`` as libfaketime's absolute, frozen timestamp (UTC, microseconds kept)."""
+    return now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+class AppProcess:
+    """One application process behind a ``Boundary``, serving HTTP on a unix socket.
+
+    ``command`` must serve on ``socket`` (its path is passed as ``$STATEKIT_SOCKET`` too);
+    ``environment`` is the process's whole environment (``PATH`` included). Start it with the clock's
+    first time; move its clock with ``set_clock`` (``follow`` a virtual clock to do it as the episode
+    moves). ``close`` ends its process group.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        socket: Path,
+        environment: Mapping[str, str],
+        boundary: Boundary = Boundary(),
+        workdir: Path | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        if not command:
+            raise ConfigError("an application process needs a command")
+        self.command = list(command)
+        self.socket = Path(socket)
+        self.environment = dict(environment)
+        self.boundary = boundary
+        self.workdir = workdir
+        self.start_timeout = start_timeout
+        self._home = Path(tempfile.mkdtemp(prefix="statekit-app-"))
+        self._clock_file = self._home / "faketime"
+        self._log = self._home / "output.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, now: datetime) -> None:
+        """Start the process with its clock at ``now``; return once its socket accepts connections.
+        A process that exits first, or never serves, is a ConfigError with the end of its output."""
+        if self._process is not None:
+            raise RuntimeError("the application process is already started")
+        env = {**self.environment, "STATEKIT_SOCKET": str(self.socket)}
+        if self.boundary.clock:
+            self.set_clock(now)
+            env |= {
+                "LD_PRELOAD": libfaketime(),
+                "FAKETIME_TIMESTAMP_FILE": str(self._clock_file),
+                "FAKETIME_NO_CACHE": "1",  # read the file at every call: statekit moves it per step
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # timeouts and sleeps keep working
+            }
+        self.socket.unlink(missing_ok=True)
+        with open(self._log, "wb") as log:
+            self._process = subprocess.Popen(
+                self._wrapped(),
+                env=env,
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: close ends everything it started
+            )
+        self._wait_until_serving()
+
+    def set_clock(self, now: datetime) -> None:
+        """The process's time from now on: ``now``, frozen (atomic: a reader sees old or new)."""
+        if not self.boundary.clock:
+            return
+        fresh = self._clock_file.with_suffix(".new")
+        fresh.write_text(faketime_stamp(now) + "\n")
+        os.replace(fresh, self._clock_file)
+
+    def output(self, lines: int = 40) -> str:
+        """The last ``lines`` of what the process printed."""
+        try:
+            return "\n".join(self._log.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def close(self) -> None:
+        """End the process group (SIGTERM, then SIGKILL after 10 s). Safe to call twice."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(process.pid, sig)
+                    process.wait(wait)
+                    break
+                except ProcessLookupError:
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.socket.unlink(missing_ok=True)
+        shutil.rmtree(self._home, ignore_errors=True)
+
+    def _wrapped(self) -> list[str]:
+        """The command inside the boundary's namespaces (``unshare``), loopback up, host name set."""
+        namespaces = []
+        setup = []
+        if self.boundary.network:
+            namespaces.append("--net")
+            if shutil.which("ip"):
+                setup.append("ip link set lo up")
+        if self.boundary.hostname is not None:
+            namespaces.append("--uts")
+            setup.append(f"hostname {_quote(self.boundary.hostname)}")
+        if not namespaces:
+            return self.command
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise ConfigError("an application process's boundary needs unshare (Debian: util-linux)")
+        user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        script = " && ".join([*setup, 'exec "$@"'])
+        return [unshare, *user, *namespaces, "sh", "-c", script, "sh", *self.command]
+
+    def _wait_until_serving(self) -> None:
+        process = self._process
+        assert process is not None
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                self._process = None
+                raise ConfigError(
+                    f"the application process exited ({process.returncode}) before serving on "
+                    f"{self.socket}:\n{self.output()}"
+                )
+            if _accepts(self.socket):
+                return
+            time.sleep(0.02)
+        output = self.output()
+        self.close()
+        raise ConfigError(
+            f"the application process did not serve on {self.socket} within {self.start_timeout} s:\n{output}"
+        )
+
+    def __enter__(self) -> AppProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _accepts(path: Path) -> bool:
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+            return True
+        except OSError:
+            return False
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,113 @@
+"""The boundary statekit draws around an application process it cannot patch (another interpreter, any
+language): the clock it reads is the one statekit writes and moves, no route leads out of it, its host
+name and environment are the boundary's, and each part switched off lets the machine through (what a
+check of the control would compare). The application is Debian's python3 running a standard-library
+server (tests/testing/unix_app.py): nothing of statekit is imported into it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import statekit
+from statekit.determinism.clock import VirtualClock
+from statekit.kit import AppProcess, Boundary
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ["/usr/bin/python3", str(ROOT / "tests" / "testing" / "unix_app.py")]
+ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+START = datetime(2025, 3, 14, 9, 30, 15, 250000, tzinfo=UTC)
+
+Start = Callable[..., AppProcess]
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Start]:
+    started: list[AppProcess] = []
+
+    def make(boundary: Boundary | None = None, command: list[str] = APP) -> AppProcess:
+        process = AppProcess(command, socket=tmp_path / f"app{len(started)}.sock", environment=ENVIRONMENT,
+                             boundary=boundary or Boundary())  # fmt: skip
+        started.append(process)
+        process.start(START)
+        return process
+
+    yield make
+    for process in started:
+        process.close()
+
+
+def _get(process: AppProcess, path: str) -> Any:
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(process.socket)), timeout=10) as client:
+        answer = client.get(f"http://app{path}")
+        answer.raise_for_status()
+        return answer.json()
+
+
+def _now(process: AppProcess) -> datetime:
+    return datetime.fromisoformat(_get(process, "/now")["utc"])
+
+
+def test_the_process_reads_the_clock_statekit_writes_and_moves_with_it(start: Start) -> None:
+    app = start()
+    assert _now(app) == START
+    assert _now(app) == START, "frozen between moves, as Python's virtual clock is within a step"
+    app.set_clock(START + timedelta(days=2))
+    assert _now(app) == START + timedelta(days=2)
+    episode = VirtualClock(START + timedelta(days=3))
+    episode.follow(app.set_clock)
+    assert _now(app) == START + timedelta(days=3)
+    episode.advance(timedelta(minutes=5))  # a step's tick
+    assert _now(app) == START + timedelta(days=3, minutes=5)
+    episode.load(START + timedelta(days=4))  # a fork restored
+    assert _now(app) == START + timedelta(days=4)
+
+
+def test_with_the_clock_off_the_process_reads_the_machines_time(start: Start) -> None:
+    app = start(Boundary(clock=False))
+    assert abs(_now(app) - datetime.now(UTC)) < timedelta(minutes=5)
+    assert "LD_PRELOAD" not in _get(app, "/env")
+
+
+def test_no_route_leads_out_but_the_boundary_off_lets_it(start: Start) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # a real service on this machine's loopback
+        to = f"/connect?to=127.0.0.1:{listener.getsockname()[1]}"
+        closed = _get(start(), to)
+        assert closed["connected"] is False, closed  # its loopback is its own: nothing listens there
+        assert _get(start(Boundary(network=False)), to) == {"connected": True}
+        assert _get(start(), "/connect?to=192.0.2.1:80")["error"].endswith("Network is unreachable")
+
+
+def test_its_host_name_and_environment_are_the_boundarys(start: Start) -> None:
+    app = start()
+    assert _get(app, "/host") == {"hostname": "statekit-world"}
+    env = _get(app, "/env")
+    assert set(env) - {"PWD", "SHLVL", "_"} == {  # what sh itself adds, and nothing of the caller's
+        *ENVIRONMENT,
+        "STATEKIT_SOCKET",
+        "LD_PRELOAD",
+        "FAKETIME_TIMESTAMP_FILE",
+        "FAKETIME_NO_CACHE",
+        "FAKETIME_DONT_FAKE_MONOTONIC",
+        "FAKETIME_SHARED",  # libfaketime's own (its state shared with the process's children)
+    }
+    assert _get(start(Boundary(hostname=None)), "/host") == {"hostname": socket.gethostname()}
+
+
+def test_an_application_that_exits_at_start_is_a_clear_error(start: Start) -> None:
+    said = r"exited \(3\) before serving(.|\n)*no database configured"
+    with pytest.raises(statekit.ConfigError, match=said):
+        start(command=["/bin/sh", "-c", "echo no database configured; exit 3"])
+
+
+def test_a_missing_libfaketime_names_the_package(start: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("statekit.process_app.LIBFAKETIME", ())
+    monkeypatch.delenv("STATEKIT_LIBFAKETIME", raising=False)
+    with pytest.raises(statekit.ConfigError, match="apt-get install libfaketime"):
+        start()
