@@ -12,6 +12,9 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
 
 from statekit.kit import (
     JSON,
@@ -63,6 +66,20 @@ TOOLS = [
         },
     ),
     Tool(
+        "create",
+        "Write a new article in a section, dated today: saved as a draft, or published with publish=true.",
+        {
+            **OBJECT,
+            "properties": {
+                "section": SECTION,
+                "title": {"type": "string", "minLength": 1, "maxLength": 255},
+                "summary": {"type": "string", "maxLength": 250},
+                "publish": {"type": "boolean"},
+            },
+            "required": ["section", "title"],
+        },
+    ),
+    Tool(
         "publish",
         "Publish an article's latest revision.",
         {**OBJECT, "properties": {"id": PAGE_ID}, "required": ["id"]},
@@ -95,7 +112,8 @@ class EditorEpisode(Episode):
             return Outcome({"submitted": True}, done=True)
         with PROJECT.on(self.url):
             try:
-                return Outcome(TOOL_CALLS[tool](arguments))
+                with transaction.atomic():  # a call that fails half-way leaves nothing behind
+                    return Outcome(TOOL_CALLS[tool](arguments))
             except ObjectDoesNotExist:
                 return Outcome({"error": f"no article with id {arguments.get('id')}"})
             except (ValidationError, PermissionDenied, ValueError) as exc:
@@ -169,6 +187,23 @@ def _edit(arguments: dict[str, JSON]) -> JSON:
     return {"saved": True, "revision": revision.id, "published": False}
 
 
+def _create(arguments: dict[str, JSON]) -> JSON:
+    section = SectionPage.objects.get(title=arguments["section"])
+    title = str(arguments["title"])
+    article = ArticlePage(
+        title=title,
+        slug=slugify(title) or "article",
+        date=timezone.now().date(),
+        summary=str(arguments.get("summary", "")),
+        live=False,
+    )
+    section.add_child(instance=article)  # validates: a slug already taken in the section is an error
+    revision = article.save_revision(user=_editor())
+    if arguments.get("publish"):
+        revision.publish(user=_editor())
+    return {"created": article.id, "published": bool(arguments.get("publish"))}
+
+
 def _publish(arguments: dict[str, JSON]) -> JSON:
     page = _article(arguments)
     revision = page.get_latest_revision()
@@ -199,6 +234,7 @@ TOOL_CALLS = {
     "list_pages": _list_pages,
     "read_page": _read_page,
     "edit": _edit,
+    "create": _create,
     "publish": _publish,
     "unpublish": _unpublish,
     "move": _move,
@@ -217,6 +253,7 @@ class WagtailAdapter(SqlAdapter, SchemaStage, CheckHints):
         "statekit_examples.apps.wagtail_site.settings",
     )
     deterministic_start = True  # choosing the task only reads the world
+    probe_tasks = {"clock": "fix_title", "ids": "write_article"}  # a new page draws a uuid (translation_key)
 
     def build_schema(self, world: World) -> None:
         PROJECT.migrate(self.database_url(world))

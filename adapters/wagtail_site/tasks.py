@@ -16,11 +16,11 @@ from typing import Any
 from wagtail.models import Page
 
 from statekit.kit import JSON, SEQUENCES_PREFIX, Allow, Expectation, Task
-from statekit_examples.adapters.wagtail_site.content import ARCHIVE, SECTIONS, TYPOS
+from statekit_examples.adapters.wagtail_site.content import ARCHIVE, EVENTS, SECTIONS, SUBJECTS, TYPOS
 from statekit_examples.apps.wagtail_site.news.models import ArticlePage, SectionPage
 
 MAX_STEPS = 16
-KINDS = ("publish_drafts", "fix_title", "archive")
+KINDS = ("publish_drafts", "fix_title", "archive", "write_article")
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,24 @@ def _archive(draw: random.Random, seed: int) -> EditorTask:
     return EditorTask(f"archive-{seed}", "archive", prompt, MAX_STEPS, facts)
 
 
+def _write_article(draw: random.Random, seed: int) -> EditorTask:
+    taken = set(ArticlePage.objects.values_list("title", flat=True))
+    titles = sorted({f"{s.capitalize()} {e}" for s in SUBJECTS for e in EVENTS} - taken)
+    title, section = draw.choice(titles), draw.choice(SECTIONS)
+    summary = f"{title}: the details, and what comes next."
+    prompt = (
+        f"Write a new article in the {section} section titled {title!r} with the summary {summary!r}, "
+        "and publish it; change nothing else. Then submit."
+    )
+    facts = {"section": section, "title": title, "summary": summary}
+    return EditorTask(f"write_article-{seed}", "write_article", prompt, MAX_STEPS, facts)
+
+
 FINDERS: dict[str, Callable[[random.Random, int], EditorTask]] = {
     "publish_drafts": _publish_drafts,
     "fix_title": _fix_title,
     "archive": _archive,
+    "write_article": _write_article,
 }
 
 
@@ -103,6 +117,12 @@ def score(task: EditorTask) -> float:
             and page.title == facts["right"]
         )
         return 1.0 if ok else 0.0
+    if task.kind == "write_article":
+        written = ArticlePage.objects.child_of(_section(facts["section"])).filter(title=facts["title"])
+        ok = [(p.live, p.has_unpublished_changes, p.summary) for p in written] == [
+            (True, False, facts["summary"])
+        ]
+        return 1.0 if ok else 0.0
     archive = _section(ARCHIVE)
     moved = set(ArticlePage.objects.child_of(archive).filter(live=True).values_list("id", flat=True))
     return 1.0 if moved == set(facts["pages"]) else 0.0
@@ -112,7 +132,11 @@ def expected(task: EditorTask) -> Expectation:
     """What the task may change: its pages (rows and revisions), Wagtail's log of them, the
     sections an article moves between, and the sequences new rows draw from."""
     facts = task.facts
-    pages = set(facts["pages"]) if "pages" in facts else {facts["page"]}
+    if task.kind == "write_article":  # the new page (found by its title) and its section's child count
+        written = ArticlePage.objects.filter(title=facts["title"]).values_list("id", flat=True)
+        pages = {*written, _section(facts["section"]).id}
+    else:
+        pages = set(facts["pages"]) if "pages" in facts else {facts["page"]}
     if task.kind == "archive":
         pages |= {_section(facts["section"]).id, _section(ARCHIVE).id}
     keys = {str(p) for p in pages}
@@ -120,6 +144,14 @@ def expected(task: EditorTask) -> Expectation:
         (
             Allow.changed("wagtailcore_page", where=lambda row: row["id"] in pages),
             Allow.changed("news_articlepage", where=lambda row: row["page_ptr_id"] in pages),
+            *(
+                (
+                    Allow.added("wagtailcore_page", where=lambda row: row["id"] in pages),
+                    Allow.added("news_articlepage", where=lambda row: row["page_ptr_id"] in pages),
+                )
+                if task.kind == "write_article"
+                else ()
+            ),
             Allow.any("wagtailcore_revision", where=lambda row: row["object_id"] in keys),
             Allow.added("wagtailcore_pagelogentry", where=lambda row: row["page_id"] in pages),
             Allow.changed(f"{SEQUENCES_PREFIX}public"),
@@ -137,6 +169,11 @@ def reference(task: EditorTask) -> list[dict[str, JSON]]:
             {"tool": "edit", "id": facts["page"], "title": facts["right"]},
             {"tool": "publish", "id": facts["page"]},
         ]
+    elif task.kind == "write_article":
+        steps = [
+            {"tool": "create", "section": facts["section"], "title": facts["title"],
+             "summary": facts["summary"], "publish": True}
+        ]  # fmt: skip
     else:
         steps = [{"tool": "move", "id": p, "section": ARCHIVE} for p in facts["pages"]]
     return [*steps, {"tool": "submit"}]
