@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from statekit.client import RemoteEnvironment
 from statekit.servers import ThreadedServer
 from statekit_examples.adapters.code_env.llm_baseline import ChatClient, parse_tool_calls, play, summary
 from statekit_examples.adapters.code_env.tasks import TASKS_DIR
+from tests.testing.serving import stop_server
 
 from ..chat_standin import scripted
 from .conftest import require_root
@@ -69,8 +69,7 @@ def harness() -> Iterator[str]:
         assert url, "".join(lines)
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_server(proc, lines)
 
 
 def test_a_scripted_model_solves_a_task_through_the_harness(harness: str) -> None:

@@ -27,6 +27,7 @@ import statekit
 import statekit.kit
 from statekit.harness import HarnessConfig, create_app
 from statekit.servers import ThreadedServer
+from tests.testing.serving import stop_server
 
 from .helpers import LEDGER, Trace, play
 
@@ -112,17 +113,9 @@ def claims_server(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
             assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "healthy"
             yield url
     finally:
-        shutting = len(lines)
-        proc.terminate()  # SIGTERM: uvicorn shuts down gracefully and the harness closes every session
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired as exc:
-            proc.kill()
-            proc.wait(timeout=30)
-            raise AssertionError(
-                "statekit serve did not stop 60 s after SIGTERM; its output since (the stacks it printed "
-                "after SLOW_SHUTDOWN):\n" + "".join(lines[shutting:][-400:])
-            ) from exc
+        stop_server(
+            proc, lines
+        )  # SIGTERM: uvicorn shuts down gracefully and the harness closes every session
     # uvicorn re-raises SIGTERM once it has shut down, so the exit status is "killed by SIGTERM".
     assert proc.returncode in (0, -signal.SIGTERM), "".join(lines[-40:])
     assert any("Application shutdown complete" in line for line in lines), "".join(lines[-40:])
