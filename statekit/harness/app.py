@@ -142,14 +142,15 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
         # arrives, and it holds the database server so the embedded one is not stopped whenever the
         # last session closes. Worker processes each keep such an environment themselves.
         keeper: SessionEnvironment | None = None
+        stopping = asyncio.Event()  # set when the server shuts down: every watcher ends at its next look
         if workers is not None:
             await run_in_threadpool(workers.start)
-            watching.append(asyncio.create_task(_poll_health(workers.health, health)))
+            watching.append(asyncio.create_task(_poll_health(workers.health, health, stopping)))
         else:
             keeper = await run_in_threadpool(make_env)
             health["ask"] = keeper.health  # in this process: a fact the strategy keeps, no round trip
         if config.idle_timeout:
-            watching.append(asyncio.create_task(_reap_forever(pool, config.idle_timeout)))
+            watching.append(asyncio.create_task(_reap_forever(pool, config.idle_timeout, stopping)))
         try:
             yield
         finally:
@@ -157,7 +158,7 @@ def create_app(config: HarnessConfig, *, clock: Callable[[], float] = time.monot
             # waits for); an orchestrator's SIGKILL would otherwise end it without a word
             faulthandler.dump_traceback_later(SLOW_SHUTDOWN, file=sys.stderr)
             try:
-                await _close(pool, workers, keeper, watching)
+                await _close(pool, workers, keeper, watching, stopping)
             finally:
                 faulthandler.cancel_dump_traceback_later()
 
@@ -328,13 +329,24 @@ HEALTH_INTERVAL = 0.25
 """Seconds between the front's questions to its workers about their database."""
 
 
-async def _poll_health(ask: Callable[[], Health], health: dict[str, Any]) -> None:
-    while True:
+async def _poll_health(ask: Callable[[], Health], health: dict[str, Any], stopping: asyncio.Event) -> None:
+    """Ask the workers for their health every ``HEALTH_INTERVAL`` until ``stopping``. Not
+    ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation that arrives as the call it waits
+    for completes, and this loop, asking four times a second, then kept a shutdown waiting forever."""
+    while not stopping.is_set():
         try:
-            health["seen"] = await asyncio.wait_for(run_in_threadpool(ask), timeout=10)
+            async with asyncio.timeout(10):
+                health["seen"] = await run_in_threadpool(ask)
         except Exception:
             log.exception("asking the harness workers for their health failed; asking again")
-        await asyncio.sleep(HEALTH_INTERVAL)
+        await _pause(stopping, HEALTH_INTERVAL)
+
+
+async def _pause(stopping: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stopping`` is set meanwhile."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stopping.wait()
 
 
 async def _close(
@@ -342,8 +354,11 @@ async def _close(
     workers: WorkerPool | None,
     keeper: SessionEnvironment | None,
     watching: list[asyncio.Task[None]],
+    stopping: asyncio.Event,
 ) -> None:
-    """The harness's shutdown: its watchers, then every session, the workers, the keeper."""
+    """The harness's shutdown: its watchers (told to stop, and cancelled: either ends them), then
+    every session, the workers, the keeper."""
+    stopping.set()
     for task in watching:
         task.cancel()
         with suppress(asyncio.CancelledError):
@@ -355,10 +370,12 @@ async def _close(
         await run_in_threadpool(keeper.close)
 
 
-async def _reap_forever(pool: SessionPool, idle_timeout: float) -> None:
+async def _reap_forever(pool: SessionPool, idle_timeout: float, stopping: asyncio.Event) -> None:
     interval = _reaper_interval(idle_timeout)
-    while True:
-        await asyncio.sleep(interval)
+    while not stopping.is_set():
+        await _pause(stopping, interval)
+        if stopping.is_set():
+            return
         try:
             await run_in_threadpool(pool.reap)
         except Exception:
