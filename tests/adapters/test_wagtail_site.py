@@ -1,7 +1,8 @@
-"""A Django application from PyPI (Wagtail, a CMS) wrapped with the kit's ``DjangoProject``: worlds from a
-schema stage of its migrations, Django pointed at each world per thread, reconnected and its caches
-cleared across rewinds, and an adapter that forgets to reconnect told what to do. (Its check plan runs
-as the plugin's generated tests: ``statekit[wagtail_site]``.)"""
+"""A Django application from PyPI (Wagtail, a CMS) wrapped with the kit's ``DjangoProject``: worlds built
+on a schema stage of its migrations (the stage itself: tests/core/test_schema_stage.py), Django
+pointed at each world per thread, reconnected and its caches cleared across rewinds, and an adapter
+that forgets to reconnect told what to do. (Its check plan runs as the plugin's generated tests:
+``statekit[wagtail_site]``.)"""
 
 from __future__ import annotations
 
@@ -14,20 +15,6 @@ import statekit
 from statekit.errors import STALE_CONNECTION_HINT
 from statekit.kit import DjangoProject, databases_entry
 from statekit_examples.adapters.wagtail_site import PROJECT, WagtailAdapter
-
-
-class CountingStages(WagtailAdapter):
-    """Records which stages of its builds ran."""
-
-    stages: list[str] = []
-
-    def build_schema(self, world: statekit.kit.World) -> None:
-        CountingStages.stages.append("schema")
-        super().build_schema(world)
-
-    def build_world(self, world: statekit.kit.World, seed: int) -> None:
-        CountingStages.stages.append(f"seed {seed}")
-        super().build_world(world, seed)
 
 
 class Forgetful(WagtailAdapter):
@@ -51,14 +38,6 @@ def _titles(env: statekit.Environment) -> list[str]:
     return [article["title"] for article in observation["articles"]]
 
 
-def test_migrations_run_once_and_each_seed_adds_its_content(pg_url: str) -> None:
-    CountingStages.stages = []
-    with statekit.make(CountingStages, db_url=pg_url) as env:
-        digests = {seed: env.reset(seed=seed)[1]["digest"] for seed in (7, 8)}
-    assert CountingStages.stages == ["schema", "seed 7", "seed 8"]
-    assert len(set(digests.values())) == 2
-
-
 def test_two_worlds_served_from_one_process_and_two_threads_stay_apart(pg_url: str) -> None:
     """Django keeps one connection per thread; each environment's steps reach its own world even when
     one thread serves both, or both are stepped at once."""
@@ -79,6 +58,8 @@ def test_two_worlds_served_from_one_process_and_two_threads_stay_apart(pg_url: s
         for thread in threads:
             thread.join()
         assert seen == {7: [alone[7]] * 5, 8: [alone[8]] * 5}
+        recorded = {entry.seed for entry in a.cache.entries()}
+    assert {-1, 7, 8} <= recorded, "the seeds' worlds were built on the schema stage's golden (seed -1)"
 
 
 def test_a_rewound_world_is_served_again_with_fresh_connections_and_caches(pg_url: str) -> None:
