@@ -7,7 +7,8 @@
 #  - as root on Debian: the Docker engine (started in the background) and the local base image;
 #    xfsprogs and btrfs-progs, for the copy-on-write tests' loop-device filesystems; Debian's python3
 #    (/usr/bin/python3), on which the code environment's process sandbox runs model code;
-#    libfaketime, which gives an application process statekit's clock (statekit/process_app.py).
+#    libfaketime, which gives an application process statekit's clock (statekit/process_app.py),
+#    and Redmine with puma (the Redmine world, adapters/redmine).
 # The tests start once .venv is ready: the Docker engine and image and the two side venvs are still
 # being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
 # status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
@@ -67,10 +68,16 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   [ -x /usr/bin/python3 ] || packages+=(python3)
   # libfaketime: an application process's clock (statekit/process_app.py)
   compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || packages+=(libfaketime)
+  # Redmine (Debian's Rails package) and puma: the Redmine world (adapters/redmine); no database is
+  # configured at install (statekit makes one instance per world)
+  if [ ! -f /usr/share/redmine/lib/redmine/version.rb ] || ! command -v puma >/dev/null; then
+    echo "redmine redmine/instances/default/dbconfig-install boolean false" | debconf-set-selections
+    packages+=(redmine redmine-pgsql puma)
+  fi
   # the venvs are made side by side below: the one fallback that installs python3-venv must run first
   python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
   if [ ${#packages[@]} -gt 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
   fi
   if [ ${#quick[@]} -eq 0 ]; then
     background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'

@@ -114,20 +114,11 @@ class AppProcess:
         A process that exits first, or never serves, is a ConfigError with the end of its output."""
         if self._process is not None:
             raise RuntimeError("the application process is already started")
-        env = {**self.environment, "STATEKIT_SOCKET": str(self.socket)}
-        if self.boundary.clock:
-            self.set_clock(now)
-            env |= {
-                "LD_PRELOAD": libfaketime(),
-                "FAKETIME_TIMESTAMP_FILE": str(self._clock_file),
-                "FAKETIME_NO_CACHE": "1",  # read the file at every call: statekit moves it per step
-                "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # timeouts and sleeps keep working
-            }
         self.socket.unlink(missing_ok=True)
         with open(self._log, "wb") as log:
             self._process = subprocess.Popen(
-                self._wrapped(),
-                env=env,
+                self._wrapped(self.command),
+                env=self._environment(now),
                 cwd=self.workdir,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -136,9 +127,49 @@ class AppProcess:
             )
         self._wait_until_serving()
 
+    @property
+    def pid(self) -> int | None:
+        """The process group's leader while the process runs (``os.killpg`` ends all it started)."""
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+    def run(self, command: Sequence[str], now: datetime, *, timeout: float = 600.0) -> str:
+        """Run a one-off ``command`` (a migration, a task of the application's) behind the same boundary,
+        with the same environment and its clock at ``now`` (moved with ``set_clock`` meanwhile, as for
+        the served process); return its output. A failure is a ConfigError with the end of its output."""
+        done = subprocess.run(
+            self._wrapped(list(command)),
+            env=self._environment(now),
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+        )
+        output = (done.stdout + done.stderr).decode(errors="replace")
+        if done.returncode != 0:
+            tail = "\n".join(output.splitlines()[-40:])
+            raise ConfigError(f"{' '.join(command)} exited with {done.returncode}:\n{tail}")
+        return output
+
+    def _environment(self, now: datetime) -> dict[str, str]:
+        env = {**self.environment, "STATEKIT_SOCKET": str(self.socket)}
+        if self.boundary.clock:
+            self.set_clock(now)
+            env |= {
+                "LD_PRELOAD": libfaketime(),
+                "FAKETIME_TIMESTAMP_FILE": str(self._clock_file),
+                "FAKETIME_NO_CACHE": "1",  # read the file at every call: statekit moves it per step
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # timeouts and sleeps keep working
+                # ... and timed waits too: with the fix on (0.9.10's default on this glibc) a condition
+                # variable's timed wait returns at once, so every sleeping thread spins (Ruby's sleep
+                # and ActiveRecord's reaper: Redmine's migrations took 90 s instead of 4)
+                "FAKETIME_FORCE_MONOTONIC_FIX": "0",
+            }
+        return env
+
     def set_clock(self, now: datetime) -> None:
-        """The process's time from now on: ``now``, frozen (atomic: a reader sees old or new)."""
-        if not self.boundary.clock:
+        """The process's time from now on: ``now``, frozen (atomic: a reader sees old or new). A closed
+        process's clock is not kept (a clock it followed may outlive it)."""
+        if not self.boundary.clock or not self._home.exists():
             return
         fresh = self._clock_file.with_suffix(".new")
         fresh.write_text(faketime_stamp(now) + "\n")
@@ -167,8 +198,8 @@ class AppProcess:
         self.socket.unlink(missing_ok=True)
         shutil.rmtree(self._home, ignore_errors=True)
 
-    def _wrapped(self) -> list[str]:
-        """The command inside the boundary's namespaces (``unshare``), loopback up, host name set."""
+    def _wrapped(self, command: list[str]) -> list[str]:
+        """``command`` inside the boundary's namespaces (``unshare``), loopback up, host name set."""
         namespaces = []
         setup = []
         if self.boundary.network:
@@ -179,13 +210,13 @@ class AppProcess:
             namespaces.append("--uts")
             setup.append(f"hostname {_quote(self.boundary.hostname)}")
         if not namespaces:
-            return self.command
+            return command
         unshare = shutil.which("unshare")
         if unshare is None:
             raise ConfigError("an application process's boundary needs unshare (Debian: util-linux)")
         user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
         script = " && ".join([*setup, 'exec "$@"'])
-        return [unshare, *user, *namespaces, "sh", "-c", script, "sh", *self.command]
+        return [unshare, *user, *namespaces, "sh", "-c", script, "sh", *command]
 
     def _wait_until_serving(self) -> None:
         process = self._process

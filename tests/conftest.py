@@ -93,6 +93,7 @@ GROUPS = {
     "code_env": ("tests/code_env/", "statekit[code_env]"),
     "ray": ("tests/ray/",),
     "wagtail": ("tests/adapters/test_wagtail_site.py::", "statekit[wagtail_site]"),  # its schema stage once
+    "redmine": ("tests/adapters/test_redmine.py::", "statekit[redmine]"),  # its schema stage once
     "verifiers": ("tests/integrations/test_verifiers.py::",),  # its module fixture runs every vf-eval once
     "docker": (
         "tests/containers/",
@@ -107,6 +108,7 @@ fixture that is costly to run twice counts too: split over processes, each would
 SLOW = (
     "tests/code_env/",
     "tests/adapters/test_wagtail_site.py::",
+    "tests/adapters/test_redmine.py::",
     "tests/ray/",
     "tests/containers/",
     "tests/docker/",
@@ -127,6 +129,7 @@ SLOW = (
     "tests/integrations/test_verifiers.py::",
     "tests/integrations/test_nemo_gym.py::",
     "statekit[code_env]",
+    "statekit[redmine]",
     # long single tests: property runs, two-process and subprocess checks, whole check plans
     "tests/postgres/test_journal.py::test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact",
     "tests/determinism/test_controls.py::test_separate_processes_times_zones_and_hash_seeds_agree",

@@ -95,6 +95,7 @@ def test_its_host_name_and_environment_are_the_boundarys(start: Start) -> None:
         "FAKETIME_TIMESTAMP_FILE",
         "FAKETIME_NO_CACHE",
         "FAKETIME_DONT_FAKE_MONOTONIC",
+        "FAKETIME_FORCE_MONOTONIC_FIX",
         "FAKETIME_SHARED",  # libfaketime's own (its state shared with the process's children)
     }
     assert _get(start(Boundary(hostname=None)), "/host") == {"hostname": socket.gethostname()}
@@ -111,3 +112,25 @@ def test_a_missing_libfaketime_names_the_package(start: Start, monkeypatch: pyte
     monkeypatch.delenv("STATEKIT_LIBFAKETIME", raising=False)
     with pytest.raises(statekit.ConfigError, match="apt-get install libfaketime"):
         start()
+
+
+RUBY_WAITS = (  # a second of timed waits in a thread (a condition variable's, then sleep's), and their CPU
+    "m = Mutex.new; cv = ConditionVariable.new; cpu = Process::CLOCK_PROCESS_CPUTIME_ID; "
+    "c = Process.clock_gettime(cpu); "
+    "Thread.new { 5.times { m.synchronize { cv.wait(m, 0.1) } }; 5.times { sleep 0.1 } }.join; "
+    "puts Time.now.utc.strftime('%Y-%m-%d %H:%M:%S'), Process.clock_gettime(cpu) - c"
+)
+
+
+def test_a_one_off_command_runs_behind_the_boundary_and_its_timed_waits_sleep(tmp_path: Path) -> None:
+    """Ruby (Redmine's migrations) waits on condition variables with timeouts: with libfaketime's
+    monotonic fix on, each such wait returned at once and every waiting thread spun (90 s of
+    migrations instead of 4). Under the boundary a second of waits costs next to no CPU."""
+    process = AppProcess(["unused"], socket=tmp_path / "app.sock", environment=ENVIRONMENT)
+    with process:
+        printed = process.run(["ruby", "-e", RUBY_WAITS], START).split()
+    now, cpu = " ".join(printed[:2]), float(printed[2])
+    assert now == START.strftime("%Y-%m-%d %H:%M:%S"), "the one-off command reads statekit's clock"
+    assert cpu < 0.3, f"a second of timed waits took {cpu:.2f} s of CPU: the waits spin"
+    with pytest.raises(statekit.ConfigError, match=r"exited with 4:\n(.|\n)*gone"):
+        process.run(["/bin/sh", "-c", "echo gone; exit 4"], START)

@@ -1,0 +1,157 @@
+"""One Redmine (Debian's ``redmine`` package: Rails 6.1 on PostgreSQL) pointed at one world, run behind
+statekit's process boundary (``statekit.kit.AppProcess``): puma serving its REST API on a unix socket,
+its clock libfaketime's, no network but a loopback, a fixed host name.
+
+Debian runs several Redmines from one installation as *instances*: ``REDMINE_INSTANCE=<name>`` makes
+Redmine read ``/usr/share/redmine/instances/<name>/config/database.yml`` and keep its cache, logs,
+files and session secret there. statekit makes one instance per world (a temporary directory linked
+from Debian's instances directory), so worlds share nothing but the installed code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy.engine import make_url
+
+from statekit import ConfigError
+from statekit.kit import AppProcess, Boundary
+
+REDMINE = Path(os.environ.get("STATEKIT_REDMINE", "/usr/share/redmine"))
+"""Debian's Redmine (``apt-get install redmine redmine-pgsql puma``)."""
+ADMIN_KEY = "5d41402abc4b2a76b9719d911017c592statekit"
+"""The REST API key of the world's admin, which statekit writes into the schema stage: the world is
+reached only through a unix socket inside its boundary, so the key guards nothing a key could."""
+SECRET = "statekit-redmine-world-" * 4
+"""Rails' secret_key_base: fixed, so a session or signed value is the same in every build."""
+ENVIRONMENT = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "TZ": "UTC",
+    "RAILS_ENV": "production",
+    "REDMINE_LANG": "en",
+}
+
+
+def installed() -> str:
+    """Redmine's version, or a ConfigError saying how to install it."""
+    version = REDMINE / "lib" / "redmine" / "version.rb"
+    if not version.is_file() or shutil.which("puma") is None:
+        raise ConfigError(
+            "the Redmine world needs Debian's Redmine and puma: apt-get install --no-install-recommends "
+            "redmine redmine-pgsql puma (preseed redmine/instances/default/dbconfig-install false: "
+            "scripts/test.sh does both)"
+        )
+    numbers = {}
+    for line in version.read_text().splitlines():
+        parts = line.split("=")
+        if len(parts) == 2 and parts[0].strip() in ("MAJOR", "MINOR", "TINY"):
+            numbers[parts[0].strip()] = parts[1].strip()
+    return ".".join(numbers.get(k, "?") for k in ("MAJOR", "MINOR", "TINY"))
+
+
+def database_yml(url: str) -> str:
+    """Rails' database.yml for the world at SQLAlchemy ``url`` (reached through its unix socket)."""
+    parsed = make_url(url)
+    host = parsed.query.get("host") or parsed.host
+    if not isinstance(host, str) or not host.startswith("/"):
+        raise ConfigError(
+            f"a Redmine world reaches its database through a unix socket (its boundary has no network), "
+            f"but the world's URL names host {host!r}"
+        )
+    entries = {
+        "adapter": "postgresql",
+        "database": parsed.database,
+        "host": host,
+        "port": parsed.port or 5432,
+        "username": parsed.username,
+        "password": parsed.password or "",
+        "encoding": "utf8",
+        "pool": 2,
+        "reaping_frequency": 0,  # no reaper thread waking up
+    }
+    lines = "".join(f"  {key}: {_yaml(value)}\n" for key, value in entries.items())
+    return f"production:\n{lines}"
+
+
+def _yaml(value: object) -> str:
+    if isinstance(value, int):
+        return str(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+class RedmineInstance:
+    """Redmine for the world at ``url``: ``rake`` tasks run, and ``serve`` starts puma; ``close`` ends
+    the process and removes the instance."""
+
+    def __init__(self, url: str, *, boundary: Boundary | None = None) -> None:
+        installed()
+        self.url = url
+        self.root = Path(tempfile.mkdtemp(prefix="statekit-redmine-"))
+        self.name = self.root.name
+        for part in ("config", "files", "log", "tmp"):
+            (self.root / part).mkdir()
+        (self.root / "config" / "database.yml").write_text(database_yml(url))
+        (self.root / "config" / "secret_key.txt").write_text(SECRET)
+        self.link = REDMINE / "instances" / self.name
+        try:
+            self.link.symlink_to(self.root)
+        except OSError as exc:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise ConfigError(
+                f"cannot add a Redmine instance at {self.link} ({exc}): Debian keeps instances there "
+                "(/var/lib/redmine); run as a user who may write it"
+            ) from exc
+        self.process = AppProcess(
+            ["puma", "--bind", f"unix://{self.root / 'app.sock'}", "--threads", "1:1",
+             "--environment", "production", "--dir", str(REDMINE), str(REDMINE / "config.ru")],
+            socket=self.root / "app.sock",
+            environment={**ENVIRONMENT, "HOME": str(self.root), "REDMINE_INSTANCE": self.name},
+            boundary=boundary or Boundary(),
+            workdir=REDMINE,
+        )  # fmt: skip
+        self._client: httpx.Client | None = None
+
+    def rake(self, now: datetime, *tasks: str) -> str:
+        """Run Redmine's rake ``tasks`` behind the boundary, the clock at ``now``."""
+        return self.process.run(["rake", *tasks], now)
+
+    def serve(self, now: datetime) -> httpx.Client:
+        """Start puma with the clock at ``now``; a client of its REST API as the world's admin."""
+        self.process.start(now)
+        self._client = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.process.socket)),
+            base_url="http://redmine.world",
+            headers={"X-Redmine-API-Key": ADMIN_KEY, "Content-Type": "application/json"},
+            timeout=60.0,
+        )
+        return self._client
+
+    def call(self, method: str, path: str, *, user: str | None = None, body: Any = None) -> httpx.Response:
+        """One REST call as the admin, or as ``user`` (Redmine's ``X-Redmine-Switch-User``)."""
+        if self._client is None:
+            raise RuntimeError("the Redmine instance is not serving")
+        headers = {"X-Redmine-Switch-User": user} if user else {}
+        return self._client.request(method, path, headers=headers, json=body)
+
+    def close(self) -> None:
+        """End puma and remove the instance. Safe to call twice."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self.process.close()
+        self.link.unlink(missing_ok=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> RedmineInstance:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,126 @@
+"""Redmine (Rails, Debian's package) wrapped as a process behind statekit's boundary: one puma per world
+kept across rewinds (its connection ended by the rewind, ActiveRecord reconnecting with no failed
+request), its clock the episode's, replays identical after the application restarts, and bad input or
+a dead application an error observation. (Its check plan, controls included, runs as the plugin's
+generated tests: ``statekit[redmine]``.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+import statekit
+from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
+
+
+@pytest.fixture(scope="module")
+def env(pg_url: str) -> Iterator[statekit.Environment]:
+    with statekit.make(RedmineAdapter, db_url=pg_url) as made:
+        yield made
+
+
+def _tracker(env: statekit.Environment) -> Tracker:
+    app = env._starts._apps[env.world.id]  # what the adapter attached to the world the environment holds
+    assert isinstance(app, Tracker)
+    return app
+
+
+def _replay(env: statekit.Environment, seed: int, kind: str) -> tuple[Any, ...]:
+    observation, info = env.reset(seed=seed, options={"task": kind})
+    seen: list[Any] = [observation]
+    rewards = []
+    *script, submit = env.adapter.reference_actions(env.task)
+    for action in script:
+        observation, reward, *_ = env.step(action)
+        seen.append(observation)
+        rewards.append(reward)
+    done = env.state().digest
+    seen.append(env.step(submit)[:2])
+    return info["digest"], seen, rewards, done
+
+
+def test_a_rewound_world_is_served_by_the_same_process_with_no_failed_request(
+    env: statekit.Environment,
+) -> None:
+    _, first = env.reset(seed=7, options={"task": "close_resolved"})
+    pid = _tracker(env).instance.process.pid
+    before = env.step({"tool": "list_issues", "project": _project(env), "status": "all"})[0]
+    *script, submit = env.adapter.reference_actions(env.task)
+    for action in script:
+        assert "error" not in env.step(action)[0]
+    assert env.step(submit)[1] == 1.0
+    _, again = env.reset(seed=7, options={"task": "close_resolved"})
+    assert (again["world"], again["digest"]) == ("rewound", first["digest"])
+    assert _tracker(env).instance.process.pid == pid, "the rewind kept the application process"
+    after = env.step({"tool": "list_issues", "project": _project(env), "status": "all"})[0]
+    assert after == before, "the first request after the rewind reads the rewound world, not an error"
+
+
+def test_the_application_stamps_the_episode_clock(env: statekit.Environment) -> None:
+    env.reset(seed=8, options={"task": "escalate_overdue"})
+    action = env.adapter.reference_actions(env.task)[0]
+    when = env.state().clock  # the step runs at this time; the clock ticks after it
+    env.step(action)
+    issue = env.step({"tool": "read_issue", "id": action["id"]})[0]
+    assert _instant(issue["journals"][-1]["created_on"]) == _instant(when)
+    assert issue["updated_on"] == issue["journals"][-1]["created_on"]
+
+
+def test_replays_are_identical_after_the_application_restarts(env: statekit.Environment, pg_url: str) -> None:
+    """A second environment starts its own Redmine on its own copy of the world: same seed, same actions,
+    same digests, observations and rewards."""
+    here = _replay(env, 8, "file_bug")
+    with statekit.make(RedmineAdapter, db_url=pg_url) as other:
+        there = _replay(other, 8, "file_bug")
+        assert _tracker(other).instance.process.pid != _tracker(env).instance.process.pid
+    assert here == there
+    assert here[1][-1] == ({"submitted": True}, 1.0)
+
+
+def test_bad_input_is_an_error_observation_and_the_world_goes_on(env: statekit.Environment) -> None:
+    env.reset(seed=7, options={"task": "reassign"})
+    project = _project(env)
+    answers = [
+        env.step({"tool": "update_issue", "id": 9999, "status": "Closed"})[0],
+        env.step({"tool": "update_issue", "id": 1})[0],
+        env.step({"tool": "list_issues", "project": "no-such-project"})[0],
+        env.step(
+            {"tool": "create_issue", "project": project, "tracker": "Bug", "subject": "x", "assigned_to": 1}
+        )[0],
+        env.step({"tool": "update_issue", "id": 1, "due_date": "2025-02-30"})[0],
+    ]
+    assert [sorted(a) for a in answers] == [["error"]] * 5, answers
+    assert answers[0]["error"] == "not found: /issues/9999.json"
+    assert "Assignee is invalid" in answers[3]["error"]
+    assert "Due date is not a valid date" in answers[4]["error"]
+    assert env.step({"tool": "list_projects"})[0]["projects"], "the application still answers"
+    changed = {
+        (c.table, c.after["login"] if c.table == "users" else c.after["user_id"])
+        for c in env.changes().changes
+    }
+    lead = env.step({"tool": "list_members", "project": project})[0]["members"][0]["user_id"]
+    assert changed == {("user_preferences", lead)}, "nothing but the projects Redmine remembers the lead used"
+
+
+def test_a_dead_application_is_an_error_observation_not_a_crash(pg_url: str) -> None:
+    with statekit.make(RedmineAdapter, db_url=pg_url) as env:
+        env.reset(seed=7, options={"task": "reassign"})
+        pid = _tracker(env).instance.process.pid
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)
+        observation, reward, *_ = env.step({"tool": "list_projects"})
+    assert reward == 0.0
+    assert observation["error"].startswith("the tracker did not answer"), observation
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _project(env: statekit.Environment) -> str:
+    return str(env.step({"tool": "list_projects"})[0]["projects"][0]["identifier"])
