@@ -1,0 +1,111 @@
+"""Redmine (Rails, behind the process boundary) as a trainer pays for it: ``env.reset`` back to back after
+episodes that write, and a step against the same REST call made straight to the application.
+
+    python benchmarks/redmine.py [--episodes 30] [--restarts 6] [--db-url URL]
+
+- rewind: the default (``statekit.make("redmine")``, ``strategy="rewind"``): the world is rewound in
+  place from its journal and the same Redmine process serves the next episode (its connection ended,
+  ActiveRecord reconnecting at the next request); one seed back to back, then two seeds alternating;
+- restart: ``strategy="template"``: every episode a fresh clone of the golden and a fresh Redmine
+  process (puma booting Rails): what restarting the application's container gives a WebArena-style
+  world, less the container's own start;
+- step: ``env.step(list_issues)`` against the same GET sent straight to the warm Redmine over its
+  socket (the call the tool makes), in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from timing import percentile_ms
+
+import statekit
+from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
+from statekit_examples.adapters.redmine.content import LEAD
+
+KIND = "close_resolved"
+
+
+def _episode(env: statekit.Environment) -> None:
+    for action in env.adapter.reference_actions(env.task):  # type: ignore[attr-defined]
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return
+
+
+def resets(db_url: str | None, strategy: str, seeds: tuple[int, ...], episodes: int) -> list[float]:
+    """``env.reset`` times, each after an episode that wrote (the first reset of each seed is warm-up)."""
+    with statekit.make(RedmineAdapter, strategy=strategy, db_url=db_url) as env:
+        for seed in seeds:
+            env.reset(seed=seed, options={"task": KIND})
+            _episode(env)
+        samples = []
+        for i in range(episodes):
+            t0 = time.perf_counter()
+            env.reset(seed=seeds[i % len(seeds)], options={"task": KIND})
+            samples.append(time.perf_counter() - t0)
+            _episode(env)
+        return samples
+
+
+def steps(db_url: str | None, n: int) -> tuple[list[float], list[float]]:
+    """(``env.step(list_issues)`` times, the same GET straight to the application), interleaved."""
+    with statekit.make(RedmineAdapter, db_url=db_url, max_steps=n + 2) as env:
+        env.reset(seed=7, options={"task": KIND})
+        project = env.step({"tool": "list_projects"})[0]["projects"][0]["identifier"]
+        tracker: Tracker = env._starts._apps[env.world.id]  # the application the tool calls
+        path = f"/issues.json?project_id={project}&status_id=o&sort=id&limit=100"
+        through, direct = [], []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            env.step({"tool": "list_issues", "project": project})
+            through.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            tracker.instance.call("GET", path, user=LEAD).json()
+            direct.append(time.perf_counter() - t0)
+        return through, direct
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--restarts", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--db-url", default=None)
+    args = parser.parse_args()
+    rows: list[tuple[str, list[float]]] = [
+        ("rewind (default), one seed", resets(args.db_url, "rewind", (7,), args.episodes)),
+        ("rewind (default), seeds 7 and 8 alternating", resets(args.db_url, "rewind", (7, 8), args.episodes)),
+        ("restart: a fresh clone and Redmine process", resets(args.db_url, "template", (7,), args.restarts)),
+    ]
+    through, direct = steps(args.db_url, args.steps)
+    table = Table(title="Redmine: env.reset after an episode that wrote, and a step (ms)")
+    for column in ("what", "n", "p50", "p99"):
+        table.add_column(column)
+    for name, samples in [
+        *rows,
+        ("step: env.step(list_issues)", through),
+        ("step: the same GET, direct", direct),
+    ]:
+        table.add_row(
+            name,
+            str(len(samples)),
+            f"{percentile_ms(samples, 0.5):.1f}",
+            f"{percentile_ms(samples, 0.99):.1f}",
+        )
+    console = Console()
+    console.print(table)
+    p50: dict[str, Any] = {name: percentile_ms(samples, 0.5) for name, samples in rows}
+    rewind = p50["rewind (default), one seed"]
+    restart = p50["restart: a fresh clone and Redmine process"]
+    console.print(f"restart / rewind (p50): {restart / rewind:.0f}x")
+    step, call = percentile_ms(through, 0.5), percentile_ms(direct, 0.5)
+    console.print(f"a step over the direct call (p50): {step - call:+.1f} ms ({step / call:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
