@@ -89,6 +89,9 @@ class CheckHints(Protocol):
 
     probe_tasks: dict[str, str] = {}
     """Per control, a task kind whose reference script exercises it (the control checks replay it)."""
+    unprobed: dict[str, str] = {}
+    """Per control no task kind exercises, why not (what the application does instead): the control
+    check reports it as the reason the control is not checked."""
     exploit_floors: dict[str, float] = {}
     """Per task kind, the most a degenerate policy may earn (``statekit.checks.probes``); default 0.
     A kind with partial credit for, say, reading the right record may declare that much."""
@@ -189,6 +192,10 @@ def probe_tasks(adapter: object) -> dict[str, str]:
     return dict(adapter.probe_tasks) if isinstance(adapter, CheckHints) else {}
 
 
+def unprobed_reasons(adapter: object) -> dict[str, str]:
+    return dict(adapter.unprobed) if isinstance(adapter, CheckHints) else {}
+
+
 def exploit_floors(adapter: object) -> dict[str, float]:
     return dict(adapter.exploit_floors) if isinstance(adapter, CheckHints) else {}
 
@@ -207,4 +214,5 @@ __all__ = [
     "probe_tasks",
     "reference_actions",
     "replay_control",
+    "unprobed_reasons",
 ]

@@ -289,6 +289,15 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
     )
     deterministic_start = True  # choosing the task only reads the world
     probe_tasks = {"clock": "close_resolved"}  # each change is a journal entry stamped by Redmine's clock
+    unprobed = {
+        "ids": "Redmine draws no id from statekit's generators (it is not Python): its ids are sequences, "
+        "which the journal rewinds; what it draws from the kernel (Ruby's SecureRandom: a password's salt, "
+        "API keys) no seed reaches, so those columns are out of the digest (redmine.toml says which)",
+        "host": "Redmine reads the host name only for e-mail Message-IDs, and these worlds send no e-mail",
+        "egress": "no task makes Redmine reach the network (it has no outbound integration but e-mail, "
+        "which is off); the boundary still gives it none (a network namespace with only a loopback)",
+        "db_clock": "Redmine stamps rows with Ruby's clock (the boundary's), never the database's now()",
+    }
 
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), "redmine": installed()}

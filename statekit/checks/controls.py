@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 
 from statekit.adapter import Adapter
-from statekit.capabilities import LiveServices, capability, probe_tasks, reference_actions
+from statekit.capabilities import LiveServices, capability, probe_tasks, reference_actions, unprobed_reasons
 from statekit.checks.report import NOT_CHECKED
 from statekit.checks.rollouts import first_difference, probe_rollout
 from statekit.contract import JSON
@@ -92,11 +92,15 @@ def check_controls(
     results: dict[str, str | None] = {}
     with make_env(()) as env:
         names, unprobed = controls_to_check(env)
+        reasons = unprobed_reasons(env.adapter)
         on = {name: twice(env, name) for name in names}
     for name in unprobed:
+        why = reasons.get(name)
         results[name] = (
-            f"{NOT_CHECKED}no probe task exercises {name!r} for this adapter (CheckHints.probe_tasks names "
-            f"{sorted(names)}); name a task kind whose reference script depends on it to check it here"
+            f"{NOT_CHECKED}no task exercises {name!r}: {why}"
+            if why
+            else f"{NOT_CHECKED}no probe task exercises {name!r} for this adapter (CheckHints.probe_tasks "
+            f"names {sorted(names)}); name a task kind whose reference script depends on it to check it here"
         )
     for name in names:
         diff, moved, noted = on[name]

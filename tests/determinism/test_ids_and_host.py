@@ -109,14 +109,26 @@ def test_a_fork_continues_the_id_stream() -> None:
     assert after == again
 
 
+class ExplainedWild(WildAdapter):
+    """The wild app, saying why no task of its exercises the host identity."""
+
+    unprobed = {"host": "the wild app never asks for its host name"}
+
+
 def test_check_controls_proves_clock_and_ids_on_the_wild_app() -> None:
-    results = check_controls(lambda disabled: statekit.make(WildAdapter(), disable_controls=disabled), seed=4)
+    results = check_controls(
+        lambda disabled: statekit.make(ExplainedWild(), disable_controls=disabled), seed=4
+    )
     assert {name: problem for name, problem in results.items() if problem is None} == {
         "clock": None,
         "ids": None,
     }
     for name in ("host", "egress", "db_clock"):  # no probe task: said so, never passed
         assert str(results[name]).startswith(NOT_CHECKED), results[name]
+    assert (
+        results["host"] == f"{NOT_CHECKED}no task exercises 'host': the wild app never asks for its host name"
+    )
+    assert "CheckHints.probe_tasks" in str(results["egress"]), "without a reason, how to check it is said"
 
 
 def real_identity() -> dict[str, str]:
