@@ -183,11 +183,12 @@ class DatabaseClock(Control):
                 control=self.name,
                 code="database_clock",
                 message=(
-                    f"the database's own clock wrote {table}.{column} = {value}, the real time, while the "
-                    f"episode's clock reads {self.clock.isoformat()} (columns: {', '.join(columns)}). A "
-                    "column default, a trigger or SQL now()/CURRENT_TIMESTAMP stamped it: write the time "
-                    "from the application (its clock is virtual), or keep the column out of the digest "
-                    "and every observation."
+                    f"the real time was written to {table}.{column} = {value} while the episode's clock "
+                    f"reads {self.clock.isoformat()} (columns: {', '.join(columns)}). The database's own "
+                    "clock stamped it (a column default, a trigger, SQL now()/CURRENT_TIMESTAMP), or an "
+                    "application process that reads the machine's clock (statekit.kit.AppProcess gives "
+                    "it the episode's): write the time from the application (its clock is virtual), or "
+                    "keep the column out of the digest and every observation."
                 ),
                 detail={"columns": list(columns)},
                 visible=False,

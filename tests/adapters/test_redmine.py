@@ -15,7 +15,17 @@ from typing import Any
 import pytest
 
 import statekit
+from statekit.checks import check_deterministic, rollout
+from statekit.kit import EnvSettings, World
 from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
+
+
+class RealClockRedmine(RedmineAdapter):
+    """Redmine reading the machine's clock whatever the controls say: what wrapping it without the
+    boundary's clock would give."""
+
+    def attach(self, world: World, settings: EnvSettings) -> Tracker:
+        return super().attach(world, EnvSettings(disabled_controls=frozenset({"clock"})))
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +134,16 @@ def _instant(text: str) -> datetime:
 
 def _project(env: statekit.Environment) -> str:
     return str(env.step({"tool": "list_projects"})[0]["projects"][0]["identifier"])
+
+
+def test_an_application_on_the_real_clock_is_caught_naming_its_columns(pg_url: str) -> None:
+    """Each step that stamps the real time is reported (``info["determinism"]``, which the control check
+    reports), naming the columns; and replays differ."""
+    with statekit.make(RealClockRedmine, db_url=pg_url) as env:
+        env.reset(seed=7, options={"task": "close_resolved"})
+        script = env.adapter.reference_actions(env.task)
+        played = rollout(env, seed=7, actions=script, options={"task": "close_resolved"})
+        assert check_deterministic(env, 7, script, repeats=2) is not None
+    assert played.noted, "the real time went unreported"
+    assert "the real time was written to" in played.noted[0]
+    assert "issues.updated_on" in played.noted[0] and "journals.created_on" in played.noted[0]

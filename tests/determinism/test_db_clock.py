@@ -165,5 +165,5 @@ def test_statekit_check_fails_a_world_the_database_clock_writes(pg_url: str, con
     )
     problem = results[control]
     assert problem is not None and problem.startswith(
-        "with every control on, a control reported: db_clock: the database's own"
+        "with every control on, a control reported: db_clock: the real time was written to"
     )
