@@ -106,6 +106,10 @@ class AppProcess:
         self.start_timeout = start_timeout
         self._home = Path(tempfile.mkdtemp(prefix="statekit-app-"))
         self._clock_file = self._home / "faketime"
+        self._clock_stamp = ""
+        """What the clock file holds: a step enters the episode's clock and then moves it, and a
+        write costs ~2 ms (a rename the process's reads contend with), so an unchanged time is not
+        written again."""
         self._log = self._home / "output.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -169,11 +173,13 @@ class AppProcess:
     def set_clock(self, now: datetime) -> None:
         """The process's time from now on: ``now``, frozen (atomic: a reader sees old or new). A closed
         process's clock is not kept (a clock it followed may outlive it)."""
-        if not self.boundary.clock or not self._home.exists():
+        stamp = faketime_stamp(now)
+        if not self.boundary.clock or stamp == self._clock_stamp or not self._home.exists():
             return
         fresh = self._clock_file.with_suffix(".new")
-        fresh.write_text(faketime_stamp(now) + "\n")
+        fresh.write_text(stamp + "\n")
         os.replace(fresh, self._clock_file)
+        self._clock_stamp = stamp
 
     def output(self, lines: int = 40) -> str:
         """The last ``lines`` of what the process printed."""

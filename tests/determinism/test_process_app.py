@@ -69,6 +69,18 @@ def test_the_process_reads_the_clock_statekit_writes_and_moves_with_it(start: St
     assert _now(app) == START + timedelta(days=4)
 
 
+def test_an_unchanged_time_is_not_written_again(start: Start) -> None:
+    """A step enters the episode's clock (the time the last step moved it to), then moves it: only the
+    move is written."""
+    app = start()
+    clock_file = app._clock_file
+    before = clock_file.stat().st_ino
+    app.set_clock(START)
+    assert clock_file.stat().st_ino == before, "the same time was written again"
+    app.set_clock(START + timedelta(minutes=1))
+    assert clock_file.stat().st_ino != before and _now(app) == START + timedelta(minutes=1)
+
+
 def test_with_the_clock_off_the_process_reads_the_machines_time(start: Start) -> None:
     app = start(Boundary(clock=False))
     assert abs(_now(app) - datetime.now(UTC)) < timedelta(minutes=5)
