@@ -97,19 +97,20 @@ def fill(instance: RedmineInstance, seed: int) -> None:
             role = "Manager" if login == LEAD else draw.choice(["Developer", "Developer", "Reporter"])
             _post(instance, f"/projects/{identifier}/memberships.json",
                   {"membership": {"user_id": users[login], "role_ids": [ROLES[role]]}})  # fmt: skip
-        _issues(instance, draw, identifier, members, today)
+        _issues(instance, draw, identifier, {login: users[login] for login in members}, today)
         clock().advance(timedelta(hours=1))
 
 
 def _issues(
-    instance: RedmineInstance, draw: random.Random, project: str, members: list[str], today: date
+    instance: RedmineInstance, draw: random.Random, project: str, members: dict[str, int], today: date
 ) -> None:
-    """A project's issues over the history: each reported by a member, most assigned, some updated."""
+    """A project's issues over the history: each reported by a member (``members``: login to user id),
+    most assigned, some updated."""
     subjects = draw.sample(SUBJECTS, 12)
     slot = timedelta(days=2)  # an issue a slot, its updates within it: 2 projects fill 48 of the 60 days
     for subject in subjects:
         start = clock().now
-        reporter = draw.choice(members)
+        reporter = draw.choice(list(members))
         assignee = draw.choice([*members, None])
         due = today + timedelta(days=draw.randint(-20, 25)) if draw.random() < 0.7 else None
         fields: dict[str, Any] = {
@@ -121,7 +122,7 @@ def _issues(
             "start_date": (clock().now.date()).isoformat(),
         }
         if assignee:
-            fields["assigned_to_id"] = _user_id(instance, assignee)
+            fields["assigned_to_id"] = members[assignee]
         if due:
             fields["due_date"] = max(due, clock().now.date()).isoformat()
         issue = _post(instance, "/issues.json", {"issue": fields}, user=reporter)["issue"]["id"]
@@ -130,18 +131,6 @@ def _issues(
             update = {"notes": draw.choice(NOTES), "status_id": STATUSES[draw.choice(list(STATUSES))]}
             _put(instance, f"/issues/{issue}.json", {"issue": update}, user=LEAD)  # a Manager: any status
         clock().advance(start + slot - clock().now)
-
-
-def _user_id(instance: RedmineInstance, login: str) -> int:
-    answer = _get(instance, f"/users.json?name={login}")
-    found = [u["id"] for u in answer["users"] if u["login"] == login]
-    if not found:
-        raise ConfigError(f"no Redmine user {login!r} in the world being built")
-    return int(found[0])
-
-
-def _get(instance: RedmineInstance, path: str) -> Any:
-    return _checked(instance.call("GET", path), path).json()
 
 
 def _post(instance: RedmineInstance, path: str, body: Any, *, user: str | None = None) -> Any:
