@@ -91,6 +91,12 @@ class EnvSettings:
     recording: bool = False
     """The live services' traffic is recorded into the adapter's cassettes (``statekit record``)."""
 
+    def task_kind(self, seed: int, options: Mapping[str, Any], kinds: Sequence[str]) -> str:
+        """The kind an episode poses: the ``task`` option, else one of the pool (``kinds`` when the pool
+        is empty) chosen by the seed, so a seed always poses the same kind."""
+        pool = self.task_pool or tuple(kinds)
+        return str(options.get("task") or pool[seed % len(pool)])
+
     def control_on(self, name: str) -> bool:
         """Whether the determinism control ``name`` runs (an adapter's own controls may need to know:
         with replay off the application is pointed at live services)."""

@@ -346,8 +346,7 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
         clock().follow(app.instance.process.set_clock)  # the process reads this episode's clock
         today = clock().now.date()
         if task is None:
-            pool = settings.task_pool or tasks.KINDS
-            kind = str(options.get("task") or pool[seed % len(pool)])
+            kind = settings.task_kind(seed, options, tasks.KINDS)
             task = tasks.choose(kind, seed, app.conninfo, today)
         assert isinstance(task, tasks.LeadTask)
         return LeadEpisode(app, task, today)

@@ -286,8 +286,7 @@ class WagtailAdapter(SqlAdapter, SchemaStage, CheckHints):
     ) -> Episode:
         url = self.database_url(world)
         if task is None:
-            pool = settings.task_pool or tasks.KINDS
-            kind = str(options.get("task") or pool[seed % len(pool)])
+            kind = settings.task_kind(seed, options, tasks.KINDS)
             with PROJECT.on(url):
                 task = tasks.choose(kind, seed)
         assert isinstance(task, tasks.EditorTask)

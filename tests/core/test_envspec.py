@@ -14,6 +14,7 @@ import statekit
 from statekit.cli import build_parser
 from statekit.cli.spec import spec_from_args
 from statekit.harness import HarnessConfig, create_app
+from statekit.kit import EnvSettings
 from statekit.servers import ThreadedServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,3 +124,11 @@ def test_a_spec_refuses_what_cannot_work() -> None:
 
     with pytest.raises(statekit.ConfigError, match="needs the adapter's name or class, not an instance"):
         HarnessConfig(statekit.EnvSpec(LedgerAdapter()))
+
+
+def test_an_episodes_kind_is_the_option_else_the_seeds_pick_from_the_pool() -> None:
+    kinds = ("a", "b", "c")
+    assert [EnvSettings().task_kind(seed, {}, kinds) for seed in range(4)] == ["a", "b", "c", "a"]
+    narrowed = EnvSettings(task_pool=("b", "c"))  # the spec excluded "a"
+    assert [narrowed.task_kind(seed, {}, kinds) for seed in range(3)] == ["b", "c", "b"]
+    assert narrowed.task_kind(0, {"task": "a"}, kinds) == "a", "an explicit task is the caller's to check"
