@@ -36,6 +36,7 @@ import pytest
 
 from statekit.capabilities import probe_tasks
 from statekit.checks import CheckPlan, CheckReport, ProbeSettings, Step
+from statekit.env import Environment
 from statekit.envspec import EnvSpec
 
 NODE_ID = re.compile(r"statekit\[[^\]]+\](::.*)?")
@@ -76,15 +77,32 @@ def plan_of(config: pytest.Config) -> CheckPlan:
 
 
 class _Specs:
-    """Each adapter's ``EnvSpec`` for the session. Every generated test makes its own environment from
-    it and closes it after (goldens stay cached, so that costs milliseconds): an environment left open
-    would keep the egress guard on for the other tests of the process."""
+    """Each adapter's ``EnvSpec`` for the session, and the environment the generated tests of one adapter
+    share while they run one after another, as ``statekit check`` runs the plan's steps on one
+    environment: an application process attached to a world (Redmine's puma: seconds to boot) starts
+    once, not once a step. It is closed when the next test is not another step of the same adapter (an
+    environment left open would keep the egress guard on for the other tests of the process) and
+    after a step that failed (the next one starts from a fresh environment)."""
 
     def __init__(self, db_url: str | None) -> None:
         self.db_url = db_url
+        self._open: tuple[str, Environment] | None = None
 
     def spec(self, adapter: str) -> EnvSpec:
         return EnvSpec(adapter, db_url=self.db_url)
+
+    def env(self, adapter: str) -> Environment:
+        """The open environment of ``adapter`` (another adapter's is closed first)."""
+        if self._open is not None and self._open[0] != adapter:
+            self.close()
+        if self._open is None:
+            self._open = (adapter, self.spec(adapter).make())
+        return self._open[1]
+
+    def close(self) -> None:
+        opened, self._open = self._open, None
+        if opened is not None:
+            opened[1].close()
 
 
 class StatekitCheck(pytest.Item):
@@ -97,9 +115,16 @@ class StatekitCheck(pytest.Item):
 
     def runtest(self) -> None:
         report = CheckReport()
-        with self.config.stash[_SPECS].spec(self.adapter).make() as env:
+        specs = self.config.stash[_SPECS]
+        env = specs.env(self.adapter)
+        try:
             self.step.run(env, report)
             declared = probe_tasks(env.adapter)
+        except BaseException:
+            specs.close()
+            raise
+        if report.problems:
+            specs.close()
         assert not report.problems, "\n".join(report.problems)
         if self.step.name.startswith("tasks_robust"):
             assert report.probe_runs, f"no probe ran on {self.step.name}: {report.notes}"
@@ -111,6 +136,19 @@ class StatekitCheck(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int, str]:
         return self.path, 0, f"statekit[{self.adapter}]::{self.step.test}"
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Close the shared environment unless the next test is another step of the same adapter."""
+    if not isinstance(item, StatekitCheck):
+        return
+    if not (isinstance(nextitem, StatekitCheck) and nextitem.adapter == item.adapter):
+        item.config.stash[_SPECS].close()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SPECS in config.stash:
+        config.stash[_SPECS].close()
 
 
 _SPECS = pytest.StashKey[_Specs]()
