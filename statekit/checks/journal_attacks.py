@@ -337,7 +337,8 @@ class AttackResult:
     doc: str
     refused: list[str]
     world: str
-    """How the next reset served the world: ``rewound`` (in place) or a clone (``restored``, ``pooled``)."""
+    """How the next reset served the world: ``rewound`` (in place), ``recopied`` (cloned again in place)
+    or a new clone (``restored``, ``pooled``)."""
     problem: str | None
     """None when the next episode started from exactly the golden; else what differed."""
 

@@ -138,9 +138,11 @@ class PostgresServer:
             row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
         return bool(row and row[0])
 
-    def create_world_role(self, database: str) -> str:
-        """Give copy ``database`` a login role of its own (``statekit.postgres.roles``); its URL."""
-        password = true_token(16)
+    def create_world_role(self, database: str, *, password: str | None = None) -> str:
+        """Give copy ``database`` a login role of its own (``statekit.postgres.roles``); its URL.
+        ``password``: the one an earlier copy under this name had (a copy made again in place keeps
+        its URL), else a new one."""
+        password = password or true_token(16)
         with self.admin() as conn:
             roles.create_world_role(conn, database, password)
         return self.url(database, role=database, password=password)

@@ -63,7 +63,8 @@ class ResetStrategy(ABC):
     of them is shared by every process; False for goldens held in process memory."""
     last_restore: str = "restored"
     """How the latest ``restore`` was served: "restored" (a fresh copy), "pooled" (a copy made ahead of
-    time), "rewound" (a used copy put back in place). Reported in ``reset``'s info."""
+    time), "rewound" (a used copy put back in place), "recopied" (a used copy that could not be
+    rewound, copied afresh in place: ``recreate``). Reported in ``reset``'s info."""
 
     @abstractmethod
     def has(self, key: str) -> bool:
@@ -127,6 +128,14 @@ class ResetStrategy(ABC):
 
     def forget(self, mark: Any) -> None:  # noqa: B027 - nothing to release by default
         """Release a bookmark made by ``mark`` (its saved state, its hold on the journal)."""
+
+    def recreate(self, world: World, key: str) -> World:
+        """Make ``world``, which could not be rewound, a fresh copy of golden ``key`` under the same id
+        and location, so what is attached to it (an application process holding its connection
+        settings) serves the next episode as it is, instead of being started again for a new copy.
+
+        Raises RewindError where this strategy (or this world) cannot: the world is then discarded."""
+        raise RewindError(f"the {self.name} strategy cannot copy a world afresh in place")
 
     # -- optional: a copy's changes as data, for another copy of its golden -----------------------
     def changes(self, world: World) -> Any:
@@ -246,6 +255,9 @@ class StrategyWrapper(ResetStrategy):
 
     def forget(self, mark: Any) -> None:
         self.inner.forget(mark)
+
+    def recreate(self, world: World, key: str) -> World:
+        return self.inner.recreate(world, key)
 
     def changes(self, world: World) -> Any:
         return self.inner.changes(world)

@@ -135,6 +135,19 @@ class Composite(ResetStrategy):
         if problems:
             raise ResetError(f"discarding {world.id} failed in part(s): {'; '.join(problems)}")
 
+    def recreate(self, world: World, key: str) -> World:
+        """Each part rewound in place, or, where it cannot be, copied afresh in place (RewindError
+        from a part that can do neither: the world is then discarded whole)."""
+        fresh = {}
+        for name, part_world in self._part_worlds(world).items():
+            part = self.parts[name]
+            try:
+                part.rewind(part_world)
+                fresh[name] = part_world
+            except RewindError:
+                fresh[name] = part.recreate(part_world, key)
+        return self.join(fresh)
+
     def drop(self, key: str) -> None:
         for part in self.parts.values():
             part.drop(key)

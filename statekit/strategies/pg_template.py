@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from sqlalchemy.engine import make_url
 
 from statekit.entropy import true_randbelow
 from statekit.errors import ResetError, RewindError, ServerDown
@@ -201,16 +202,36 @@ class PostgresTemplate(ResetStrategy):
         self.journal_missing = missing
 
     def restore(self, key: str) -> World:
-        golden = self.names.golden(key)
-        name = self.names.episode()
+        return self._copy(self.names.episode(), key)
+
+    def recreate(self, world: World, key: str) -> World:
+        """Drop ``world``'s database and role and clone the golden again under the same name, its role
+        with the same password: the same URL, so an application that keeps it reconnects to the fresh
+        copy (its connections were ended by the drop, as by a rewind)."""
+        with self._lock:
+            if self._marks[world.id] > 0:
+                raise RewindError(f"bookmarks of {world.id} need its journal")
+            gone = self._gone.get(world.id)
+        if gone is not None:
+            raise RewindError(gone)
+        password = make_url(world.location).password if self.app_role else None
+        if isinstance(world.handle, Journal):
+            world.handle.close()
+        self.server.drop_database(world.id)
+        if self.app_role:
+            self.server.drop_role(world.id)
+        return self._copy(world.id, key, password=password)
+
+    def _copy(self, name: str, key: str, *, password: str | None = None) -> World:
+        """Clone golden ``key`` as ``name`` with its journal (and role); nothing is left of a failed one."""
         try:
-            url = self.server.create_database(name, template=golden)
+            url = self.server.create_database(name, template=self.names.golden(key))
             if self.server.started is not None:
                 self.watch.seen_start(self.server.started)
             with self._lock:
                 self._born[name] = self.watch.started
             if self.app_role:
-                url = self.server.create_world_role(name)
+                url = self.server.create_world_role(name, password=password)
             journal = Journal(
                 self.server.conninfo(name), bound=self.journal_bound, role=name if self.app_role else None
             )

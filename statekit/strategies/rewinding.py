@@ -4,8 +4,12 @@
 (``inner.rewind``: the change journal for PostgreSQL, a remount for overlay directories) and parked
 for its key; the next ``restore`` of that key takes it back: same id, same location, so an adapter
 can keep its application warm on it. A copy that cannot be rewound (DDL, a TRUNCATE past the
-journal's bound, an overflowing journal, large objects, a busy mount...) is discarded instead and
-the next restore clones afresh: counted in ``fallbacks`` by reason and logged, never silent.
+journal's bound, an overflowing journal, large objects, a role changed, a busy mount...) is counted
+in ``fallbacks`` by reason and logged, never silent, and copied afresh in place
+(``inner.recreate``: the golden cloned again under the same name and URL, reported as "recopied"),
+so the application attached to it still serves it (Redmine's puma would take 2.4 s to start for a
+new copy); where even that cannot be done (a copy with bookmarks, a strategy without it), it is
+discarded and the next restore clones a new copy.
 
 At most ``max_parked`` copies wait (least recently used go first); a copy with live bookmarks is never
 evicted, since the bookmarks need it.
@@ -28,14 +32,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RewindStats:
-    """How restores were served: by a rewound copy or a fresh clone; and why rewinds fell back."""
+    """How restores were served: by a rewound copy, one copied afresh in place, or a fresh clone; and
+    why rewinds fell back."""
 
     rewound: int = 0
+    recopied: int = 0
+    """Copies that could not be rewound, copied afresh in place (``ResetStrategy.recreate``)."""
     cloned: int = 0
     fallbacks: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rewound": self.rewound, "cloned": self.cloned, "fallbacks": dict(self.fallbacks)}
+        return {
+            "rewound": self.rewound,
+            "recopied": self.recopied,
+            "cloned": self.cloned,
+            "fallbacks": dict(self.fallbacks),
+        }
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,8 @@ class _Mark:
 
 
 class Rewinding(StrategyWrapper):
-    """``inner``'s copies, rewound and reused; a copy that cannot be rewound is replaced by a clone."""
+    """``inner``'s copies, rewound and reused; a copy that cannot be rewound is copied afresh in place,
+    or else replaced by a new clone."""
 
     def __init__(self, inner: ResetStrategy, *, max_parked: int = 2) -> None:
         if max_parked < 1:
@@ -57,6 +70,7 @@ class Rewinding(StrategyWrapper):
         self._keys: dict[str, str] = {}  # world id -> key, for every copy of ours that is alive
         self._parked: OrderedDict[str, World] = OrderedDict()  # least recently parked first
         self._pinned: Counter[str] = Counter()  # world id -> live bookmarks
+        self._recopied: set[str] = set()  # parked copies made afresh in place, not rewound
         self._lock = threading.RLock()
         self._closed = False
 
@@ -89,8 +103,13 @@ class Rewinding(StrategyWrapper):
                 break
             if not self.inner.lost(parked):
                 with self._lock:
-                    self.stats.rewound += 1
-                self.last_restore = "rewound"
+                    recopied = parked.id in self._recopied
+                    self._recopied.discard(parked.id)
+                    if recopied:
+                        self.stats.recopied += 1
+                    else:
+                        self.stats.rewound += 1
+                self.last_restore = "recopied" if recopied else "rewound"
                 return parked
             self._destroy(parked)
         world = self.inner.restore(key)
@@ -126,12 +145,13 @@ class Rewinding(StrategyWrapper):
         try:
             self.inner.rewind(world)
         except Exception as exc:
-            reason = exc.reason if isinstance(exc, RewindError) else f"{type(exc).__name__}: {exc}"
-            log.warning("world %s cannot be rewound, discarding it: %s", world.id, reason)
+            reason = _reason(exc)
             with self._lock:
                 self.stats.fallbacks[reason] += 1
-            self._destroy(world)
-            return
+            recopied = self._recreate(world, key, reason)
+            if recopied is None:
+                return
+            world = recopied
         evicted: list[World] = []
         with self._lock:
             if self._closed:
@@ -142,6 +162,29 @@ class Rewinding(StrategyWrapper):
         for old in evicted:
             self._destroy(old)
 
+    def _recreate(self, world: World, key: str, reason: str) -> World | None:
+        """``world`` copied afresh in place (``inner.recreate``: same id and location, so the application
+        attached to it stays), or discarded where that cannot be done (None)."""
+        with self._lock:
+            pinned = self._pinned[world.id] > 0
+        if not pinned:
+            try:
+                fresh = self.inner.recreate(world, key)
+            except Exception as exc:
+                log.warning(
+                    "world %s cannot be rewound (%s) nor copied afresh in place (%s): discarding it",
+                    world.id, reason, _reason(exc),
+                )  # fmt: skip
+            else:
+                log.warning("world %s cannot be rewound, copied afresh in place: %s", world.id, reason)
+                with self._lock:
+                    self._recopied.add(fresh.id)
+                return fresh
+        else:
+            log.warning("world %s cannot be rewound, discarding it: %s", world.id, reason)
+        self._destroy(world)
+        return None
+
     def _over_bound(self) -> list[World]:
         """Least recently parked copies beyond ``max_parked`` that no bookmark holds."""
         free = [wid for wid in self._parked if not self._pinned[wid]]
@@ -150,6 +193,7 @@ class Rewinding(StrategyWrapper):
 
     def _destroy(self, world: World) -> None:
         with self._lock:
+            self._recopied.discard(world.id)
             self._keys.pop(world.id, None)
             self._pinned.pop(world.id, None)
         self.inner.discard(world)
@@ -208,3 +252,7 @@ class Rewinding(StrategyWrapper):
         for world in parked:
             self._destroy(world)
         self.inner.close()
+
+
+def _reason(exc: Exception) -> str:
+    return exc.reason if isinstance(exc, RewindError) else f"{type(exc).__name__}: {exc}"

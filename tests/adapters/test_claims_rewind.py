@@ -1,6 +1,6 @@
 """The claims world under the default ``rewind`` strategy: worlds are reused and equal their golden,
-the application stays warm, what the journal cannot express falls back to a clone with its reason,
-and forks are bookmarks that survive resets."""
+the application stays warm, what the journal cannot express is copied afresh in place with its reason
+(a new clone where bookmarks hold the copy), and forks are bookmarks that survive resets."""
 
 from __future__ import annotations
 
@@ -61,21 +61,43 @@ def test_resets_rewind_one_world_and_the_application_stays_warm(pg_url: str) -> 
         ("UPDATE claims SET description = description || '!'", "journal overflow: more than 100 row changes"),
     ],
 )
-def test_what_cannot_be_rewound_falls_back_to_a_clone_with_its_reason(
+def test_what_cannot_be_rewound_is_copied_afresh_in_place_with_its_reason(
     pg_url: str, statement: str, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with statekit.make("claims_app", db_url=pg_url, journal_bound=100) as env:
+    """The same world (id, URL) cloned again from its golden: the application stays attached."""
+    CountingClaims.attached = 0
+    with statekit.make(CountingClaims, db_url=pg_url, journal_bound=100) as env:
         _, info = env.reset(seed=7)
-        golden, world = logical_state(_conninfo(env)), env.world.id
+        golden, world, url = logical_state(_conninfo(env)), env.world.id, env.world.location
         with psycopg.connect(_conninfo(env), autocommit=True) as app:
             app.execute(statement)
         with caplog.at_level(logging.WARNING, logger="statekit.strategies.rewinding"):
             _, again = env.reset(seed=7)
-        assert again["world"] != "rewound" and env.world.id != world
+        assert (again["world"], env.world.id, env.world.location) == ("recopied", world, url)
         assert any(reason in r for r in env.strategy.stats.fallbacks), env.strategy.stats.fallbacks
         assert any(reason in record.getMessage() for record in caplog.records)
         assert first_difference(logical_state(_conninfo(env)), golden) is None
         assert env.state().digest == info["digest"]
+        for action in env.adapter.reference_actions(env.task):  # the application kept serves it
+            env.step(action)
+        assert env.state().digest != info["digest"]
+        _, after = env.reset(seed=7)
+        assert (after["world"], after["digest"]) == ("rewound", info["digest"])
+        assert CountingClaims.attached == 1
+        assert env.strategy.stats.recopied == 1
+
+
+def test_a_world_with_bookmarks_that_cannot_be_rewound_is_replaced_by_a_new_clone(pg_url: str) -> None:
+    """A bookmark needs the copy's journal, which copying afresh in place would lose."""
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        _, info = env.reset(seed=7)
+        world = env.world.id
+        env.snapshot()
+        with psycopg.connect(_conninfo(env), autocommit=True) as app:
+            app.execute("CREATE INDEX claims_status ON claims (status)")
+        _, again = env.reset(seed=7)
+        assert again["world"] == "restored" and env.world.id != world
+        assert again["digest"] == info["digest"] and env.strategy.stats.recopied == 0
 
 
 def test_forks_are_bookmarks_that_branch_and_survive_resets(pg_url: str) -> None:

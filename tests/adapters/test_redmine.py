@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
 
 import statekit
@@ -70,6 +71,26 @@ def test_a_rewound_world_is_served_by_the_same_process_with_no_failed_request(
     assert _tracker(env).instance.process.pid == pid, "the rewind kept the application process"
     after = env.step({"tool": "list_issues", "project": _project(env), "status": "all"})[0]
     assert after == before, "the first request after the rewind reads the rewound world, not an error"
+
+
+def test_a_world_the_journal_cannot_rewind_is_copied_afresh_under_the_same_process(
+    env: statekit.Environment,
+) -> None:
+    """A change the journal cannot express (here the application's role settings, which only a
+    superuser may look at) makes the world cloned again in place: same database and URL, so the
+    same Redmine reconnects to it, and its first request answers from the golden."""
+    _, first = env.reset(seed=7, options={"task": "close_resolved"})
+    tracker = _tracker(env)
+    pid = tracker.instance.process.pid
+    before = env.step({"tool": "list_issues", "project": _project(env), "status": "all"})[0]
+    with psycopg.connect(tracker.conninfo, autocommit=True) as app:
+        app.execute("ALTER ROLE CURRENT_USER SET search_path = pg_temp, public")
+        app.execute("UPDATE issues SET subject = 'changed' WHERE id = 1")
+    _, again = env.reset(seed=7, options={"task": "close_resolved"})
+    assert (again["world"], again["digest"]) == ("recopied", first["digest"])
+    assert _tracker(env) is tracker and tracker.instance.process.pid == pid
+    after = env.step({"tool": "list_issues", "project": _project(env), "status": "all"})[0]
+    assert after == before
 
 
 def test_the_application_stamps_the_episode_clock(env: statekit.Environment) -> None:

@@ -79,7 +79,7 @@ def test_no_attack_leaves_a_rewound_world_unlike_its_golden(
     (result,) = check_journal_attacks(env, 7, (attack,))
     assert result.problem is None, result.problem
     assert first_difference(logical_state(_admin(env)), golden) is None
-    assert result.world == ("restored" if attack.name in CLONED else "rewound"), result.refused
+    assert result.world == ("recopied" if attack.name in CLONED else "rewound"), result.refused
     if attack.name in REFUSED:
         assert result.refused, f"{attack.name}: the server let the application do it"
         assert all(": 42501 " in line or "CONNECT privilege" in line for line in result.refused), (
