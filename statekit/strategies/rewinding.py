@@ -164,26 +164,21 @@ class Rewinding(StrategyWrapper):
 
     def _recreate(self, world: World, key: str, reason: str) -> World | None:
         """``world`` copied afresh in place (``inner.recreate``: same id and location, so the application
-        attached to it stays), or discarded where that cannot be done (None)."""
+        attached to it stays), or discarded where the strategy refuses (a copy whose bookmarks need its
+        journal, a strategy that cannot): None."""
+        try:
+            fresh = self.inner.recreate(world, key)
+        except Exception as exc:
+            log.warning(
+                "world %s cannot be rewound (%s) nor copied afresh in place (%s): discarding it",
+                world.id, reason, _reason(exc),
+            )  # fmt: skip
+            self._destroy(world)
+            return None
+        log.warning("world %s cannot be rewound, copied afresh in place: %s", world.id, reason)
         with self._lock:
-            pinned = self._pinned[world.id] > 0
-        if not pinned:
-            try:
-                fresh = self.inner.recreate(world, key)
-            except Exception as exc:
-                log.warning(
-                    "world %s cannot be rewound (%s) nor copied afresh in place (%s): discarding it",
-                    world.id, reason, _reason(exc),
-                )  # fmt: skip
-            else:
-                log.warning("world %s cannot be rewound, copied afresh in place: %s", world.id, reason)
-                with self._lock:
-                    self._recopied.add(fresh.id)
-                return fresh
-        else:
-            log.warning("world %s cannot be rewound, discarding it: %s", world.id, reason)
-        self._destroy(world)
-        return None
+            self._recopied.add(fresh.id)
+        return fresh
 
     def _over_bound(self) -> list[World]:
         """Least recently parked copies beyond ``max_parked`` that no bookmark holds."""
