@@ -46,6 +46,8 @@ LIBFAKETIME = (
 )
 """Where libfaketime is looked for (``$STATEKIT_LIBFAKETIME`` first)."""
 HOSTNAME = "statekit-world"
+SHARED_MEMORY = Path("/dev/shm")
+"""Where libfaketime keeps the state a process shares with its children (POSIX shared memory)."""
 
 
 @dataclass(frozen=True)
@@ -140,19 +142,37 @@ class AppProcess:
         """Run a one-off ``command`` (a migration, a task of the application's) behind the same boundary,
         with the same environment and its clock at ``now`` (moved with ``set_clock`` meanwhile, as for
         the served process); return its output. A failure is a ConfigError with the end of its output."""
-        done = subprocess.run(
+        with subprocess.Popen(
             self._wrapped(list(command)),
             env=self._environment(now),
             cwd=self.workdir,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-        )
-        output = (done.stdout + done.stderr).decode(errors="replace")
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as done:
+            try:
+                stdout, stderr = done.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:  # as subprocess.run does
+                done.kill()
+                done.communicate()
+                raise
+            finally:
+                self._release_clock_state(done.pid)
+        output = (stdout + stderr).decode(errors="replace")
         if done.returncode != 0:
             tail = "\n".join(output.splitlines()[-40:])
             raise ConfigError(f"{' '.join(command)} exited with {done.returncode}:\n{tail}")
         return output
+
+    def _release_clock_state(self, pid: int) -> None:
+        """Remove the state libfaketime shared between the processes of ``pid`` (which has ended):
+        its first process creates it under its pid and removes it at exit, but that process execs the
+        application (``unshare`` -> ``sh`` -> the command), whose image takes it for a child's and
+        leaves it. Left behind, a later process with the same pid cannot create its own and runs
+        without it (``FAKETIME_SHARED`` unset)."""
+        if self.boundary.clock:
+            for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+                (SHARED_MEMORY / name).unlink(missing_ok=True)
 
     def _environment(self, now: datetime) -> dict[str, str]:
         env = {**self.environment, "STATEKIT_SOCKET": str(self.socket)}
@@ -201,6 +221,8 @@ class AppProcess:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+        if process is not None:
+            self._release_clock_state(process.pid)
         self.socket.unlink(missing_ok=True)
         shutil.rmtree(self._home, ignore_errors=True)
 

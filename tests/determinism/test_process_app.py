@@ -96,6 +96,24 @@ def test_no_route_leads_out_but_the_boundary_off_lets_it(start: Start) -> None:
         assert _get(start(), "/connect?to=192.0.2.1:80")["error"].endswith("Network is unreachable")
 
 
+def _clock_state(pid: int) -> list[str]:
+    return sorted(p.name for p in Path("/dev/shm").glob(f"*faketime_*_{pid}"))
+
+
+def test_libfaketimes_shared_state_goes_with_the_process(start: Start, tmp_path: Path) -> None:
+    """Left behind, it would keep a later process with the same pid from sharing its clock state."""
+    app = start()
+    pid = app.pid
+    assert pid is not None and _clock_state(pid), "libfaketime shares its state under the pid"
+    app.close()
+    assert _clock_state(pid) == []
+    one_off = AppProcess(["/bin/true"], socket=tmp_path / "none.sock", environment=ENVIRONMENT)
+    before = set(Path("/dev/shm").glob("*faketime_*"))
+    one_off.run(["/bin/sh", "-c", "echo done"], START)
+    one_off.close()
+    assert set(Path("/dev/shm").glob("*faketime_*")) <= before
+
+
 def test_its_host_name_and_environment_are_the_boundarys(start: Start) -> None:
     app = start()
     assert _get(app, "/host") == {"hostname": "statekit-world"}
