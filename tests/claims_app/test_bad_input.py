@@ -111,7 +111,9 @@ def without(body: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k != key}
 
 
-TOMORROW = (today() + timedelta(days=1)).isoformat()
+IN_THE_FUTURE = (today() + timedelta(days=2)).isoformat()
+"""Computed when the cases are collected: two days ahead, so a run that crosses midnight still sends
+a date after its own today (one day ahead became today at midnight and was accepted)."""
 
 CASES = [
     # login
@@ -233,7 +235,7 @@ CASES = [
         "/claims",
         422,
         "incident_in_future",
-        json=submit(incident_date=TOMORROW),
+        json=submit(incident_date=IN_THE_FUTURE),
     ),
     Case(
         "submit-blank-description", "POST", "/claims", 422, "invalid_request", json=submit(description="   ")
