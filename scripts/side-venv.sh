@@ -12,6 +12,12 @@ if [ "$(cat "$venv/.statekit-installed" 2>/dev/null)" = "$want" ] && "$venv/bin/
   exit 0
 fi
 rm -rf "$venv"
-"$python" -m venv "$venv"
+# made by .venv's uv (scripts/venv.sh makes .venv first), without pip: Python's venv module installs
+# pip, then pip installs uv, ~8 CPU-s per side venv while the tests start beside it
+if [ -x .venv/bin/uv ]; then
+  .venv/bin/uv venv -q --python "$python" "$venv"
+else
+  "$python" -m venv "$venv"
+fi
 bash scripts/uv-install.sh "$venv" "$@" -e .
 echo "$want" > "$venv/.statekit-installed"

@@ -95,6 +95,13 @@ GROUPS = {
     "wagtail": ("tests/adapters/test_wagtail_site.py::", "statekit[wagtail_site]"),  # its schema stage once
     "redmine": ("tests/adapters/test_redmine.py::", "statekit[redmine]"),  # its schema stage once
     "verifiers": ("tests/integrations/test_verifiers.py::",),  # its module fixture runs every vf-eval once
+    "claims_server": (  # the modules using ``claims_server``: `statekit serve claims_app` once per mode
+        "tests/harness/test_http_claims.py::",
+        "tests/harness/test_concurrency.py::",
+        "tests/harness/test_gym.py::",
+        "tests/harness/test_mcp.py::",
+        "tests/harness/test_openenv.py::",  # and openenv's import (gradio, ~3 CPU-s) paid once
+    ),
     "docker": (
         "tests/containers/",
         "tests/docker/",

@@ -5,19 +5,32 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from openenv.core import GenericEnvClient
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from .conftest import ClaimsReference
 
+if TYPE_CHECKING:
+    from openenv.core import GenericEnvClient
 
-def test_openenv_client_plays_a_claims_episode(claims_server: str, claims_reference: ClaimsReference) -> None:
+
+@pytest.fixture(scope="module")
+def openenv_client() -> type[GenericEnvClient]:
+    """OpenEnv's client class, imported by the first test that uses it: ``openenv.core`` imports
+    gradio (~3 CPU-s), which every test process would otherwise pay to collect this module."""
+    from openenv.core import GenericEnvClient
+
+    return GenericEnvClient
+
+
+def test_openenv_client_plays_a_claims_episode(
+    claims_server: str, claims_reference: ClaimsReference, openenv_client: type[GenericEnvClient]
+) -> None:
     script, local = claims_reference.script(7), claims_reference.trace(7)
-    with GenericEnvClient(base_url=claims_server).sync() as env:
+    with openenv_client(base_url=claims_server).sync() as env:
         first = env.reset(seed=7)
         assert first.observation == local.observations[0]
         assert first.reward is None and first.done is False
@@ -30,15 +43,17 @@ def test_openenv_client_plays_a_claims_episode(claims_server: str, claims_refere
     assert state["digest"] == local.digests[-1]
 
 
-def test_openenv_client_authenticates_with_the_token_in_the_url(serve_app: Callable[..., str]) -> None:
+def test_openenv_client_authenticates_with_the_token_in_the_url(
+    serve_app: Callable[..., str], openenv_client: type[GenericEnvClient]
+) -> None:
     url = serve_app(token="s3cret")
     host = url.removeprefix("http://")
-    with GenericEnvClient(base_url=f"http://statekit:s3cret@{host}").sync() as env:
+    with openenv_client(base_url=f"http://statekit:s3cret@{host}").sync() as env:
         result = env.reset(seed=1)
         assert "Move" in result.observation["task"]
         assert env.step({"tool": "balances"}).observation["accounts"]
     for refused in (url, f"http://statekit:wrong@{host}"):
-        client = GenericEnvClient(base_url=refused).sync()
+        client = openenv_client(base_url=refused).sync()
         try:
             with pytest.raises(ConnectionError, match="401"):
                 client.connect()
