@@ -70,6 +70,20 @@ def ledger_url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield server.url
 
 
+TOKEN = "s3cret"
+"""The token of ``token_url``'s harness."""
+
+
+@pytest.fixture(scope="session", params=MODES, ids=MODE_IDS)
+def token_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """One ledger harness per process and mode that asks for ``TOKEN``, shared by the tests of its
+    authentication (each closes the sessions it opens): a server apiece cost two worker processes
+    each in the ``2-workers`` mode."""
+    config = HarnessConfig.of(LEDGER, workers=request.param, max_sessions=32, token=TOKEN)
+    with ThreadedServer(create_app(config)) as server:
+        yield server.url
+
+
 def _read_url(proc: subprocess.Popen[str], lines: list[str]) -> str:
     """The first line ``statekit serve`` prints names its URL; keep draining output afterwards."""
     assert proc.stdout is not None

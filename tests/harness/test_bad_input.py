@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+
+from .conftest import TOKEN
 
 MiB = 1 << 20
 
@@ -208,13 +210,11 @@ def test_closing_a_session_by_query_or_body(http: httpx.Client) -> None:
 
 @pytest.mark.parametrize(
     "authorization",
-    [None, "Bearer wrong", "Bearer", "s3cret", "Basic !!!", "Basic dXNlcjp3cm9uZw=="],
+    [None, "Bearer wrong", "Bearer", TOKEN, "Basic !!!", "Basic dXNlcjp3cm9uZw=="],
     ids=["missing", "wrong", "empty", "no-scheme", "bad-basic", "wrong-basic"],
 )
-def test_without_the_token_every_route_but_health_is_401(
-    serve_app: Callable[..., str], authorization: str | None
-) -> None:
-    url = serve_app(token="s3cret")
+def test_without_the_token_every_route_but_health_is_401(token_url: str, authorization: str | None) -> None:
+    url = token_url
     headers = {"Authorization": authorization} if authorization else {}
     with httpx.Client(base_url=url, headers=headers) as http:
         for method, path in [
@@ -228,5 +228,8 @@ def test_without_the_token_every_route_but_health_is_401(
             assert _error(response)["code"] == "unauthorized"
             assert response.headers["www-authenticate"].startswith("Bearer")
         assert http.get("/health").status_code == 200
-    with httpx.Client(base_url=url, headers={"Authorization": "Bearer s3cret"}) as http:
-        assert http.post("/reset", json={"seed": 1}).status_code == 200
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        reset = http.post("/reset", json={"seed": 1})
+        assert reset.status_code == 200
+        closed = http.delete("/session", params={"session_id": reset.json()["session_id"]})
+        assert closed.json()["closed"] is True  # the harness is shared: what a test opens, it closes

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 
 import pytest
 
@@ -11,6 +10,7 @@ import statekit
 from statekit.client import RemoteEnvironment
 from statekit.errors import RemoteError, ResetNeeded
 
+from .conftest import TOKEN
 from .helpers import LEDGER, play
 
 
@@ -87,9 +87,9 @@ def test_an_exported_episode_continues_in_another_session_and_in_process(ledger_
         assert moved.state().step_count == 2, "a refused import leaves the session's episode as it was"
 
 
-def test_token_and_unreachable_servers(serve_app: Callable[..., str]) -> None:
-    url = serve_app(token="s3cret")
-    with RemoteEnvironment(url, token="s3cret") as remote:
+def test_token_and_unreachable_servers(token_url: str) -> None:
+    url = token_url
+    with RemoteEnvironment(url, token=TOKEN) as remote:
         remote.reset(seed=1)
     with RemoteEnvironment(url) as anonymous, pytest.raises(RemoteError) as refused:
         anonymous.reset(seed=1)

@@ -11,7 +11,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from .conftest import ClaimsReference
+from .conftest import TOKEN, ClaimsReference
 
 if TYPE_CHECKING:
     from openenv.core import GenericEnvClient
@@ -44,15 +44,14 @@ def test_openenv_client_plays_a_claims_episode(
 
 
 def test_openenv_client_authenticates_with_the_token_in_the_url(
-    serve_app: Callable[..., str], openenv_client: type[GenericEnvClient]
+    token_url: str, openenv_client: type[GenericEnvClient]
 ) -> None:
-    url = serve_app(token="s3cret")
-    host = url.removeprefix("http://")
-    with openenv_client(base_url=f"http://statekit:s3cret@{host}").sync() as env:
+    host = token_url.removeprefix("http://")
+    with openenv_client(base_url=f"http://statekit:{TOKEN}@{host}").sync() as env:
         result = env.reset(seed=1)
         assert "Move" in result.observation["task"]
         assert env.step({"tool": "balances"}).observation["accounts"]
-    for refused in (url, f"http://statekit:wrong@{host}"):
+    for refused in (token_url, f"http://statekit:wrong@{host}"):
         client = openenv_client(base_url=refused).sync()
         try:
             with pytest.raises(ConnectionError, match="401"):
@@ -160,8 +159,7 @@ def test_a_full_server_refuses_a_socket_with_capacity_reached(serve_app: Callabl
     assert reply["type"] == "error" and reply["data"]["code"] == "CAPACITY_REACHED"
 
 
-def test_an_unauthenticated_socket_is_refused_before_it_opens(serve_app: Callable[..., str]) -> None:
-    url = serve_app(token="s3cret")
+def test_an_unauthenticated_socket_is_refused_before_it_opens(token_url: str) -> None:
     with pytest.raises(InvalidStatus) as refused:
-        asyncio.run(_exchange(url, ['{"type": "state"}']))
+        asyncio.run(_exchange(token_url, ['{"type": "state"}']))
     assert refused.value.response.status_code == 401
