@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -216,9 +216,19 @@ class PostgresServer:
 
     def vacuum(self, name: str) -> None:
         """``VACUUM (FREEZE, ANALYZE)`` every table of ``name``: a golden left as autovacuum would leave
-        it, so autovacuum never rewrites (or grows) it after it is published."""
+        it, so autovacuum never rewrites (or grows) it after it is published.
+
+        An autovacuum worker analysing the new tables meanwhile holds a snapshot from before the
+        build's last writes, and the VACUUM could then neither freeze nor mark them all-visible: the
+        golden grew later (by 160 KB on 12 tables under a loaded run). Such workers are ended first
+        (where statekit's role may end them) and waited for."""
         try:
             with psycopg.connect(self.conninfo(name), autocommit=True) as conn:
+                with suppress(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND backend_type = 'autovacuum worker'"
+                    )
                 conn.execute("VACUUM (FREEZE, ANALYZE)")
         except psycopg.Error as exc:
             raise ResetError(f"vacuuming database {name!r} failed: {exc}") from exc
