@@ -15,9 +15,10 @@
 # In CI (CI=true) a missing component is a failure, never a skip.
 # The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
-# (tests/conftest.py). `--quick` runs what a contributor runs before every commit (about three
+# (tests/conftest.py). `--quick` runs what a contributor runs before every commit (under two
 # minutes on 2 cores): no slow system test (Docker, Ray, killed servers, the code sandbox, worker
-# processes, long property runs), the quick check plan. pytest prints the 20 slowest tests.
+# processes, the example apps' worlds, long property runs), the quick check plan. pytest prints the
+# 20 slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=()

@@ -137,6 +137,7 @@ SLOW = (
     "tests/integrations/test_nemo_gym.py::",
     "statekit[code_env]",
     "statekit[redmine]",
+    "statekit[wagtail_site]",  # a CMS's migrations (its schema stage) first: 12 s of a quick run
     # long single tests: property runs, two-process and subprocess checks, whole check plans
     "tests/postgres/test_journal.py::test_rewind_restores_every_row_and_sequence_and_the_digest_stays_exact",
     "tests/determinism/test_controls.py::test_separate_processes_times_zones_and_hash_seeds_agree",
