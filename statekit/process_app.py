@@ -253,6 +253,7 @@ class AppProcess:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 self._process = None
+                self._release_clock_state(process.pid)
                 raise ConfigError(
                     f"the application process exited ({process.returncode}) before serving on "
                     f"{self.socket}:\n{self.output()}"

@@ -133,8 +133,16 @@ def test_its_host_name_and_environment_are_the_boundarys(start: Start) -> None:
 
 def test_an_application_that_exits_at_start_is_a_clear_error(start: Start) -> None:
     said = r"exited \(3\) before serving(.|\n)*no database configured"
+    before = set(Path("/dev/shm").glob("*faketime_*"))
     with pytest.raises(statekit.ConfigError, match=said):
         start(command=["/bin/sh", "-c", "echo no database configured; exit 3"])
+    left = [p.name for p in set(Path("/dev/shm").glob("*faketime_*")) - before if not _alive(p)]
+    assert left == [], "a process that exits at start leaves no libfaketime state behind"
+
+
+def _alive(state: Path) -> bool:
+    """Whether the process that libfaketime's shared state ``state`` is named after still runs."""
+    return Path("/proc", state.name.rsplit("_", 1)[1]).exists()
 
 
 def test_a_missing_libfaketime_names_the_package(start: Start, monkeypatch: pytest.MonkeyPatch) -> None:
