@@ -252,11 +252,11 @@ class AppProcess:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                self._process = None
-                self._release_clock_state(process.pid)
+                output = self.output()
+                self.close()  # as after a timeout: its clock state and home go with it
                 raise ConfigError(
                     f"the application process exited ({process.returncode}) before serving on "
-                    f"{self.socket}:\n{self.output()}"
+                    f"{self.socket}:\n{output}"
                 )
             if _accepts(self.socket):
                 return
