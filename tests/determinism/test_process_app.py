@@ -108,10 +108,10 @@ def test_libfaketimes_shared_state_goes_with_the_process(start: Start, tmp_path:
     app.close()
     assert _clock_state(pid) == []
     one_off = AppProcess(["/bin/true"], socket=tmp_path / "none.sock", environment=ENVIRONMENT)
-    before = set(Path("/dev/shm").glob("*faketime_*"))
+    before = _all_clock_state()
     one_off.run(["/bin/sh", "-c", "echo done"], START)
     one_off.close()
-    assert set(Path("/dev/shm").glob("*faketime_*")) <= before
+    assert _left_since(before) == []
 
 
 def test_its_host_name_and_environment_are_the_boundarys(start: Start) -> None:
@@ -133,16 +133,25 @@ def test_its_host_name_and_environment_are_the_boundarys(start: Start) -> None:
 
 def test_an_application_that_exits_at_start_is_a_clear_error(start: Start) -> None:
     said = r"exited \(3\) before serving(.|\n)*no database configured"
-    before = set(Path("/dev/shm").glob("*faketime_*"))
+    before = _all_clock_state()
     with pytest.raises(statekit.ConfigError, match=said):
         start(command=["/bin/sh", "-c", "echo no database configured; exit 3"])
-    left = [p.name for p in set(Path("/dev/shm").glob("*faketime_*")) - before if not _alive(p)]
-    assert left == [], "a process that exits at start leaves no libfaketime state behind"
+    assert _left_since(before) == [], "a process that exits at start leaves no libfaketime state behind"
 
 
-def _alive(state: Path) -> bool:
-    """Whether the process that libfaketime's shared state ``state`` is named after still runs."""
-    return Path("/proc", state.name.rsplit("_", 1)[1]).exists()
+def _all_clock_state() -> set[Path]:
+    return set(Path("/dev/shm").glob("*faketime_*"))
+
+
+def _left_since(before: set[Path]) -> list[str]:
+    """The libfaketime state made since ``before`` whose process has exited: a leak.
+
+    Another test process's applications (their pids unknown here) make and release state meanwhile,
+    so state whose process still runs is not ours to judge.
+    """
+    return sorted(
+        p.name for p in _all_clock_state() - before if not Path("/proc", p.name.rsplit("_", 1)[1]).exists()
+    )
 
 
 def test_a_missing_libfaketime_names_the_package(start: Start, monkeypatch: pytest.MonkeyPatch) -> None:
