@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build the local base image statekit/base:bookworm without any Docker registry:
-# debootstrap a minimal Debian root from the apt mirror, then `docker import` it.
+# mmdebstrap a minimal Debian root from the apt mirror, then `docker import` it (mmdebstrap rather
+# than debootstrap: it installs with apt and dpkg in one go, ~30 s against ~50 s, a third less CPU).
 # Idempotent: the image carries a label with the sha256 of the recipe below;
 # if an image with the same hash exists, nothing is rebuilt.
 # Needs a running engine: run scripts/docker-engine.sh first.
 set -euo pipefail
 
-# dockerd/debootstrap live in /usr/sbin, which a minimal CI PATH may lack.
+# dockerd/mmdebstrap live in /usr/sbin, which a minimal CI PATH may lack.
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 IMAGE=statekit/base:bookworm
@@ -20,12 +21,12 @@ LABEL_KEY=org.statekit.recipe-sha256
 say() { echo "build-base-image: $*"; }
 die() { echo "build-base-image: ERROR: $*" >&2; exit 1; }
 
-[ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap needs it)"
+[ "$(id -u)" -eq 0 ] || die "must run as root (mmdebstrap's root mode needs it)"
 
 # The recipe: everything that decides the image's content. Changing any of it
 # changes the hash and so forces a rebuild. The mirror is left out on purpose:
 # a different mirror of the same suite gives the same image.
-RECIPE="suite=$SUITE variant=$VARIANT packages=$PACKAGES slim=doc,man,locale env=LANG=C.UTF-8,PATH=$IMG_PATH"
+RECIPE="tool=mmdebstrap suite=$SUITE variant=$VARIANT packages=$PACKAGES slim=doc,man,locale,pgcluster env=LANG=C.UTF-8,PATH=$IMG_PATH"
 RECIPE_HASH=$(printf '%s' "$RECIPE" | sha256sum | cut -d' ' -f1)
 
 docker info >/dev/null 2>&1 \
@@ -43,40 +44,37 @@ fi
 old_id=$(docker image inspect "$IMAGE" --format '{{.Id}}' 2>/dev/null || true)
 [ -n "$old_id" ] && say "recipe changed (image label: '${current}', want $RECIPE_HASH); rebuilding"
 
-if ! command -v debootstrap >/dev/null 2>&1; then
-    say "installing debootstrap"
+if ! command -v mmdebstrap >/dev/null 2>&1; then
+    say "installing mmdebstrap"
     export DEBIAN_FRONTEND=noninteractive
     # Quiet on success (apt/needrestart chatter); show the output on failure.
     apt_log=$(mktemp)
-    { apt-get update -qq && apt-get install -y -qq debootstrap; } >"$apt_log" 2>&1 \
-        || { tail -n 30 "$apt_log" >&2; rm -f "$apt_log"; die "installing debootstrap with apt-get failed"; }
+    { apt-get update -qq && apt-get install -y -qq mmdebstrap; } >"$apt_log" 2>&1 \
+        || { tail -n 30 "$apt_log" >&2; rm -f "$apt_log"; die "installing mmdebstrap with apt-get failed"; }
     rm -f "$apt_log"
 fi
 
 # Build root under /var/tmp (on disk, not a size-limited tmpfs).
 DIR=$(mktemp -d /var/tmp/statekit-base.XXXXXX)
 cleanup() {
-    # debootstrap mounts /proc, /sys etc. inside the target and may leave them
-    # mounted on failure; unmount (deepest first) before deleting so rm can't
-    # reach into the host's /proc or /sys.
+    # mmdebstrap mounts /proc, /sys etc. inside the target while it installs and
+    # may leave them mounted on failure; unmount (deepest first) before deleting
+    # so rm can't reach into the host's /proc or /sys.
     { grep -o " $DIR/[^ ]*" /proc/mounts 2>/dev/null || true; } | sort -r | while read -r m; do
         umount -l "$m" 2>/dev/null || true
     done
     rm -rf --one-file-system "$DIR"
-    rm -f "$DIR.debootstrap.log"
+    rm -f "$DIR.mmdebstrap.log"
 }
 trap cleanup EXIT
 
 start=$(date +%s)
-say "debootstrap $SUITE ($VARIANT) into $DIR from $MIRROR"
-if ! debootstrap --variant="$VARIANT" --include="$PACKAGES" "$SUITE" "$DIR" "$MIRROR" \
-        >"$DIR.debootstrap.log" 2>&1; then
-    tail -n 20 "$DIR.debootstrap.log" >&2 || true
-    [ -f "$DIR/debootstrap/debootstrap.log" ] && tail -n 20 "$DIR/debootstrap/debootstrap.log" >&2
-    rm -f "$DIR.debootstrap.log"
-    die "debootstrap failed (see output above)"
+say "mmdebstrap $SUITE ($VARIANT) into $DIR from $MIRROR"
+if ! mmdebstrap --mode=root --variant="$VARIANT" --include="$PACKAGES" "$SUITE" "$DIR" "$MIRROR" \
+        >"$DIR.mmdebstrap.log" 2>&1; then
+    tail -n 30 "$DIR.mmdebstrap.log" >&2 || true
+    die "mmdebstrap failed (see output above)"
 fi
-rm -f "$DIR.debootstrap.log"
 
 # Keep the image small: drop downloaded .debs, apt's package lists and binary
 # caches (a container runs `apt-get update` before installing anyway), logs.
@@ -91,6 +89,9 @@ rm -rf "$DIR"/var/cache/apt/archives/*.deb \
 rm -rf "$DIR"/usr/share/man/* "$DIR"/usr/share/info/* "$DIR"/usr/share/locale/*
 find "$DIR"/usr/share/doc -mindepth 1 ! -name copyright ! -type d -delete
 find "$DIR"/usr/share/doc -mindepth 1 -type d -empty -delete
+# postgresql-common's postinst made a default cluster (15/main, 38 MiB) that debootstrap's install
+# never did: statekit initdbs its own, so the image ships none.
+rm -rf "$DIR"/etc/postgresql/15 "$DIR"/var/lib/postgresql/15 "$DIR"/var/log/postgresql/*
 # Docker bind-mounts its own resolv.conf/hostname/hosts; don't ship the host's.
 : >"$DIR/etc/resolv.conf"
 
@@ -102,7 +103,7 @@ tar --numeric-owner -C "$DIR" -c . | docker import \
     --change "LABEL $LABEL_KEY=$RECIPE_HASH" \
     --change "LABEL org.statekit.recipe=\"$RECIPE\"" \
     --change 'CMD ["/bin/bash"]' \
-    --message "statekit base: debootstrap $SUITE $VARIANT +$PACKAGES" \
+    --message "statekit base: mmdebstrap $SUITE $VARIANT +$PACKAGES" \
     - "$IMAGE" >/dev/null || die "docker import failed"
 
 end=$(date +%s)

@@ -9,7 +9,7 @@
 #    (/usr/bin/python3), on which the code environment's process sandbox runs model code;
 #    libfaketime, which gives an application process statekit's clock (statekit/process_app.py),
 #    and Redmine with puma (the Redmine world, adapters/redmine).
-# The tests start once .venv is ready: the Docker engine and image and the two side venvs are still
+# The tests start once .venv and Debian's packages are ready: the Docker engine and image and the two side venvs are still
 # being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
 # status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
 # In CI (CI=true) a missing component is a failure, never a skip.
@@ -57,17 +57,21 @@ finish() {  # finish NAME PID: wait for a set-up step; print its log and how lon
   echo "set-up step '$1': $(cat "$logs/$1.seconds" 2>/dev/null || echo '?') s, exit $rc"
   return "$rc"
 }
+debian=false
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-  # Debian's packages in one apt-get, before anything runs beside it: xfsprogs and btrfs-progs for
-  # the copy-on-write tests' loop-device filesystems; Debian's python3, on which the code
-  # environment's sandbox runs model code; libfaketime, an application process's clock. (The Docker step installs docker.io and debootstrap
-  # itself, after this one: apt takes one at a time.)
+  debian=true
+  # Debian's packages, in one apt step beside the making of .venv (apt takes one install at a time,
+  # so everything goes in it): xfsprogs and btrfs-progs for the copy-on-write tests' loop-device
+  # filesystems; Debian's python3, on which the code environment's sandbox runs model code;
+  # libfaketime, an application process's clock (statekit/process_app.py); Redmine and puma; and
+  # for the Docker step after it, docker.io and mmdebstrap (installed as scripts/docker-engine.sh
+  # and scripts/build-base-image.sh would, with their recommends).
   packages=()
+  tools=()
   export PATH="$PATH:/usr/sbin:/sbin"
   command -v mkfs.xfs >/dev/null || packages+=(xfsprogs)
   command -v mkfs.btrfs >/dev/null || packages+=(btrfs-progs)
   [ -x /usr/bin/python3 ] || packages+=(python3)
-  # libfaketime: an application process's clock (statekit/process_app.py)
   compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || packages+=(libfaketime)
   # Redmine (Debian's Rails package) and puma: the Redmine world (adapters/redmine); no database is
   # configured at install (statekit makes one instance per world)
@@ -75,13 +79,25 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     echo "redmine redmine/instances/default/dbconfig-install boolean false" | debconf-set-selections
     packages+=(redmine redmine-pgsql puma)
   fi
-  # the venvs are made side by side below: the one fallback that installs python3-venv must run first
-  python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
-  if [ ${#packages[@]} -gt 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-  fi
   if [ ${#quick[@]} -eq 0 ]; then
-    background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
+    command -v dockerd >/dev/null && command -v docker >/dev/null || tools+=(docker.io)
+    command -v mmdebstrap >/dev/null || tools+=(mmdebstrap)
+  fi
+  apt_install() {  # (each command checked: set -e does not hold in a step, which runs under ||)
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || return
+    if [ ${#packages[@]} -gt 0 ]; then
+      apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null || return
+    fi
+    if [ ${#tools[@]} -gt 0 ]; then
+      apt-get install -y -qq "${tools[@]}" >/dev/null || return
+    fi
+  }
+  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    packages+=(python3-venv)  # .venv cannot be made without it: apt first, alone
+    apt_install
+  elif [ $((${#packages[@]} + ${#tools[@]})) -gt 0 ]; then
+    background apt apt_install
   fi
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs root on Debian to install the Docker engine and build the base image" >&2
@@ -89,10 +105,16 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "note: not root on Debian; Docker tests need a running engine and statekit/base:bookworm" >&2
 fi
-# .venv first, alone beside the Docker step (the side venvs competing with it for the two cores
-# took it from ~35 to ~75 s): the tests run in it; the side venvs are made beside the tests
+# .venv first, beside apt only (the side venvs competing with it for the two cores took it from
+# ~35 to ~75 s): the tests run in it; the side venvs are made beside the tests
 background venv bash scripts/venv.sh dev
 finish venv "${steps[-1]#*:}" || { echo "set-up step 'venv' failed" >&2; exit 1; }
+if [ "${steps[0]%%:*}" = apt ]; then  # the tests need Debian's packages
+  finish apt "${steps[0]#*:}" || { echo "set-up step 'apt' failed" >&2; exit 1; }
+fi
+if $debian && [ ${#quick[@]} -eq 0 ]; then
+  background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
+fi
 if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
   background verifiers bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2
   background nemo-gym bash scripts/venv-nemo-gym.sh  # NeMo Gym needs Python >= 3.12
@@ -101,7 +123,7 @@ export TESTCONTAINERS_RYUK_DISABLED=true
 status=0
 .venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" --durations=20 "${quick[@]}" "$@" || status=$?
 for step in "${steps[@]}"; do  # a step no test waited for must still have worked
-  [ "${step%%:*}" = venv ] && continue
+  case "${step%%:*}" in venv | apt) continue ;; esac
   finish "${step%%:*}" "${step#*:}" || { echo "set-up step '${step%%:*}' failed" >&2; status=1; }
 done
 rm -rf "$logs"
