@@ -84,7 +84,7 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     command -v mmdebstrap >/dev/null || tools+=(mmdebstrap)
   fi
   apt_install() {  # (each command checked: set -e does not hold in a step, which runs under ||)
-    export DEBIAN_FRONTEND=noninteractive
+    export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1  # (needrestart: noise, no restarts here)
     apt-get update -qq || return
     if [ ${#packages[@]} -gt 0 ]; then
       apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null || return
