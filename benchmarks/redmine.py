@@ -9,6 +9,11 @@ episodes that write, and a step against the same REST call made straight to the 
 - restart: ``strategy="template"``: every episode a fresh clone of the golden and a fresh Redmine
   process (puma booting Rails): what restarting the application's container gives a WebArena-style
   world, less the container's own start;
+- container restart: the reset WebArena-style worlds use, ``docker restart`` of a container holding
+  Redmine (``images/redmine.Dockerfile``: Debian's packages on the base image, no network) until it
+  answers again, on the same world; a lower bound for such a reset, which also restores the data
+  (here the world's database is left as it is). Needs the Docker engine and the base image
+  (``scripts/docker-engine.sh``, ``scripts/build-base-image.sh``); the first run builds the image;
 - step: ``env.step(list_issues)`` against the same GET sent straight to the warm Redmine over its
   socket (the call the tool makes), in the same run.
 """
@@ -16,16 +21,25 @@ episodes that write, and a step against the same REST call made straight to the 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
+from pathlib import Path
 from typing import Any
 
+import docker
+import httpx
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import make_url
 from timing import percentile_ms
 
 import statekit
 from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
 from statekit_examples.adapters.redmine.content import LEAD
+from statekit_examples.adapters.redmine.instance import ADMIN_KEY, REDMINE
+
+DOCKERFILE = Path(__file__).resolve().parents[1] / "images" / "redmine.Dockerfile"
+BASE_IMAGE = "statekit/base:bookworm"
 
 KIND = "close_resolved"
 
@@ -70,6 +84,71 @@ def steps(db_url: str | None, n: int) -> tuple[list[float], list[float]]:
         return through, direct
 
 
+def _image(client: Any) -> str:
+    """The Redmine image's tag, built first if the Dockerfile or the base image changed."""
+    base = client.images.get(BASE_IMAGE)
+    content = hashlib.sha256(DOCKERFILE.read_bytes() + str(base.id).encode()).hexdigest()[:16]
+    tag = f"statekit/redmine-bench:{content}"
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        print(f"building {tag} (Debian's Redmine on {BASE_IMAGE}; once)")
+        client.images.build(
+            path=str(DOCKERFILE.parent), dockerfile=DOCKERFILE.name, tag=tag, rm=True, forcerm=True,
+            pull=False, buildargs={"BASE": str(base.id)},
+        )  # fmt: skip
+    return tag
+
+
+def _answers(socket: Path, timeout: float = 120.0) -> None:
+    """Wait until Redmine answers a REST request on ``socket`` (puma booting Rails)."""
+    deadline = time.monotonic() + timeout
+    headers = {"X-Redmine-API-Key": ADMIN_KEY}
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket)), timeout=30.0) as client:
+        while True:
+            try:
+                answer = client.get("http://redmine.world/issues.json?limit=1", headers=headers)
+                if answer.status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Redmine did not answer on {socket} within {timeout} s")
+            time.sleep(0.02)
+
+
+def container_restarts(db_url: str | None, n: int) -> list[float]:
+    """``docker restart`` of a container serving Redmine on a world, until it answers again."""
+    client = docker.from_env()
+    tag = _image(client)
+    with statekit.make(RedmineAdapter, db_url=db_url) as env:
+        env.reset(seed=7, options={"task": KIND})
+        instance = env._starts._apps[env.world.id].instance  # the world's instance: its config
+        sockets = str(make_url(instance.url).query["host"])  # the world's PostgreSQL, a unix socket
+        socket = instance.root / "container.sock"
+        root = str(instance.root)
+        link = f"/var/lib/redmine/{instance.name}"  # (the image's {REDMINE}/instances)
+        container = client.containers.run(
+            tag,
+            ["sh", "-c", f"ln -sfn {root} {link} && exec puma --bind unix://{socket} --threads 1:1 "
+             f"--environment production --dir {REDMINE} {REDMINE}/config.ru"],
+            environment={"REDMINE_INSTANCE": instance.name, "HOME": root},
+            volumes={root: {"bind": root, "mode": "rw"}, sockets: {"bind": sockets, "mode": "rw"}},
+            network_mode="none", detach=True, auto_remove=False,
+        )  # fmt: skip
+        try:
+            _answers(socket)
+            samples = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                container.restart(timeout=0)
+                _answers(socket)
+                samples.append(time.perf_counter() - t0)
+            return samples
+        finally:
+            container.remove(force=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=30)
@@ -81,6 +160,7 @@ def main() -> None:
         ("rewind (default), one seed", resets(args.db_url, "rewind", (7,), args.episodes)),
         ("rewind (default), seeds 7 and 8 alternating", resets(args.db_url, "rewind", (7, 8), args.episodes)),
         ("restart: a fresh clone and Redmine process", resets(args.db_url, "template", (7,), args.restarts)),
+        ("container restart (WebArena's reset)", container_restarts(args.db_url, args.restarts)),
     ]
     through, direct = steps(args.db_url, args.steps)
     table = Table(title="Redmine: env.reset after an episode that wrote, and a step (ms)")
@@ -102,7 +182,11 @@ def main() -> None:
     p50: dict[str, Any] = {name: percentile_ms(samples, 0.5) for name, samples in rows}
     rewind = p50["rewind (default), one seed"]
     restart = p50["restart: a fresh clone and Redmine process"]
-    console.print(f"restart / rewind (p50): {restart / rewind:.0f}x")
+    container = p50["container restart (WebArena's reset)"]
+    console.print(
+        f"restart / rewind (p50): {restart / rewind:.0f}x"
+        f"; container restart / rewind: {container / rewind:.0f}x"
+    )
     step, call = percentile_ms(through, 0.5), percentile_ms(direct, 0.5)
     console.print(f"a step over the direct call (p50): {step - call:+.1f} ms ({step / call:.2f}x)")
 

@@ -1,7 +1,7 @@
 """The container layer's image: the local base image plus the runner, built offline, tagged by content.
 
 ``images/code-env.Dockerfile`` adds an unprivileged ``sandbox`` user and ``/opt/statekit/runner.py``
-to ``statekit/base:bookworm`` (built by ``scripts/build-base-image.sh`` with debootstrap: no registry
+to ``statekit/base:bookworm`` (built by ``scripts/build-base-image.sh`` with mmdebstrap: no registry
 is ever contacted). The tag is a hash of the base image id, the Dockerfile and the runner, so the image
 is rebuilt exactly when one of them changes; callers pin the resulting image *id*.
 """
