@@ -31,13 +31,14 @@ import pytest
 
 from statekit.postgres import EmbeddedPostgres, PostgresServer, roles
 from statekit.postgres.cluster import PgCluster
+from statekit.postgres.watch import stop_watching
 
 _HOME = tempfile.mkdtemp(prefix="statekit-test-home-")
 os.environ["STATEKIT_HOME"] = _HOME
 _OWNS_SHARED = "STATEKIT_TEST_SHARED" not in os.environ  # the first process: xdist's, or a serial run
-_SHARED = Path(
-    os.environ.setdefault("STATEKIT_TEST_SHARED", tempfile.mkdtemp(prefix="statekit-test-shared-"))
-)
+if _OWNS_SHARED:  # (made only here: every other process would leave one of its own behind)
+    os.environ["STATEKIT_TEST_SHARED"] = tempfile.mkdtemp(prefix="statekit-test-shared-")
+_SHARED = Path(os.environ["STATEKIT_TEST_SHARED"])
 # The code environment's task validation is keyed by content and safe to share between processes
 # (a lock makes them take turns): every test process of a run validates the task store once, together.
 (Path(_HOME) / "code_env").mkdir()
@@ -50,7 +51,10 @@ os.environ["STATEKIT_PG_LINGER"] = (
 
 @atexit.register
 def _remove_home() -> None:
-    """Every user of the test cluster is this process, and it is exiting: stop the server, delete it."""
+    """Every user of the test cluster is this process, and it is exiting: stop the server, delete it.
+    The server watches stop first (they would take the stop for a crash, start the server again
+    and leave its lock files behind)."""
+    stop_watching()
     cluster_dir = Path(_HOME) / "pg"
     if (cluster_dir / "data").exists():
         PgCluster(cluster_dir).stop_server()

@@ -24,6 +24,7 @@ from typing import IO
 from statekit.errors import ResetError
 from statekit.postgres.cluster import PgCluster
 from statekit.postgres.server import PostgresServer
+from statekit.postgres.watch import retire
 from statekit.settings import settings
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,7 @@ class EmbeddedPostgres:
                     (self.base_dir / "last-release").touch()  # the kernel's time: not a virtual clock
                     self._linger(linger)
                 else:
+                    retire(cluster.server().admin_conninfo)
                     cluster.stop_server()
             finally:
                 users.close()

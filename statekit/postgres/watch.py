@@ -49,6 +49,8 @@ class ServerWatch:
         self.started: datetime | None = None
         """When the running postmaster started, as last seen."""
         self.restarts = 0
+        self.retired = False
+        """statekit stopped the server on purpose (``retire``): a failure now is no crash."""
         self._conn: psycopg.Connection[Any] | None = None
         self._listeners: dict[int, Callable[[], None]] = {}
         self._tokens = itertools.count(1)
@@ -123,7 +125,7 @@ class ServerWatch:
         When it answers after being down or restarted, ``down`` stays set until the clean-up ran
         (the listeners' drops of dead worlds, the deferred drops), so whoever sees it clear finds
         no world of the old server left."""
-        if _exiting.is_set():  # the interpreter is going: whoever stops the server now means it
+        if _exiting.is_set() or self.retired:  # whoever stops the server now means it
             return self.down
         with self._ping_lock:
             if reconnect and self._conn is not None:
@@ -197,7 +199,7 @@ class ServerWatch:
             self._wake.wait(INTERVAL)
             with self._lock:
                 self._wake.clear()
-                if (not self._listeners and not self._deferred) or _exiting.is_set():
+                if (not self._listeners and not self._deferred) or _exiting.is_set() or self.retired:
                     self._thread = None
                     break
             try:
@@ -208,6 +210,17 @@ class ServerWatch:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def retire(conninfo: str) -> None:
+    """statekit is stopping the server at ``conninfo`` on purpose (its last user left): this
+    process's watch of it stops too, instead of taking the stop for a crash (logging it as one and
+    starting the server again for an environment that was never closed)."""
+    with _watches_lock:
+        watch = _watches.pop(conninfo, None)
+    if watch is not None:
+        watch.retired = True
+        watch._wake.set()
 
 
 def _forget_after_fork() -> None:
@@ -224,7 +237,9 @@ _exiting = threading.Event()
 
 
 @atexit.register
-def _stop_watching() -> None:
+def stop_watching() -> None:
+    """The interpreter is exiting: no watch restarts a server from now on (whoever stops one means
+    it). Run at exit; a clean-up that stops a server at exit before this runs calls it first."""
     _exiting.set()
     with _watches_lock:
         watches = list(_watches.values())

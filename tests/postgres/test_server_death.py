@@ -7,6 +7,7 @@ no other test."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -30,6 +31,7 @@ from statekit.client import RemoteEnvironment
 from statekit.errors import EnvironmentLost, RemoteError, ServerDown, StatekitError, WorldLost
 from statekit.postgres.cluster import PgCluster
 from statekit.postgres.embedded import EmbeddedPostgres
+from statekit.postgres.watch import ServerWatch
 
 REPO = Path(__file__).resolve().parents[2]
 SHELF = "tests.testing.shelf_adapters:Shelf"
@@ -121,6 +123,29 @@ def test_a_reset_while_the_server_is_down_says_so_and_creates_nothing(home: Path
             assert info["world"] == "restored"
     finally:
         cluster.stop()
+
+
+def test_a_server_its_last_user_stops_is_not_taken_for_a_crash(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Something still watches the embedded server (an environment never closed) when its last
+    lease ends and statekit stops it (no linger here): the watch stops with it, instead of logging
+    "the database server is down" and trying to start it again (what every test process printed at
+    the end of the suite)."""
+    shared = EmbeddedPostgres()
+    server = shared.acquire()
+    watch = ServerWatch.of(server.admin_conninfo, server.restart)
+    token = watch.listen(lambda: None)
+    try:
+        assert watch.check() is None, "it answers"
+        with caplog.at_level(logging.WARNING, logger="statekit.postgres.watch"):
+            shared.release()
+            assert watch.check() is None
+        assert not PgCluster(home / "pg").is_running(), "stopped on purpose, and not started again"
+        assert caplog.records == []
+        assert not ServerWatch.known(server.admin_conninfo)
+    finally:
+        watch.unlisten(token)
 
 
 def _serve(home: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
