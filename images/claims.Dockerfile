@@ -1,6 +1,6 @@
 # The claims environment image: the application, its embedded PostgreSQL and the statekit harness.
 # Everything the app talks to lives inside; the build is offline: wheels come from a wheelhouse built
-# on the host from images/claims-requirements.txt (exact pins), the base image from debootstrap.
+# on the host from images/claims-requirements.txt (exact pins), the base image from mmdebstrap.
 ARG BASE=statekit/base:bookworm
 FROM ${BASE}
 COPY wheelhouse /tmp/wheelhouse

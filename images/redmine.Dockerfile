@@ -6,7 +6,8 @@ ARG BASE=statekit/base:bookworm
 FROM ${BASE}
 RUN echo "redmine redmine/instances/default/dbconfig-install boolean false" | debconf-set-selections \
  && apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redmine redmine-pgsql puma >/dev/null \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      redmine redmine-pgsql puma >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 ENV RAILS_ENV=production LANG=C.UTF-8 TZ=UTC
 LABEL org.statekit.image=redmine-bench

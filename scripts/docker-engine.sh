@@ -8,7 +8,7 @@
 #   STATEKIT_DOCKERD_WAIT   seconds to wait for each start attempt (default 60)
 set -euo pipefail
 
-# dockerd/debootstrap live in /usr/sbin, which a minimal CI PATH may lack.
+# dockerd lives in /usr/sbin, which a minimal CI PATH may lack.
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 LOG=/var/log/statekit-dockerd.log

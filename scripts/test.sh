@@ -9,9 +9,10 @@
 #    (/usr/bin/python3), on which the code environment's process sandbox runs model code;
 #    libfaketime, which gives an application process statekit's clock (statekit/process_app.py),
 #    and Redmine with puma (the Redmine world, adapters/redmine).
-# The tests start once .venv and Debian's packages are ready: the Docker engine and image and the two side venvs are still
-# being made beside them, and a test that needs one waits for it (tests/conftest.py, NEEDS; their
-# status files are in $STATEKIT_TEST_SETUP). A set-up step that fails fails the run.
+# The tests start once .venv and Debian's packages are ready: the Docker engine and image and the
+# two side venvs are still being made beside them, and a test that needs one waits for it
+# (tests/conftest.py, NEEDS; their status files are in $STATEKIT_TEST_SETUP). A set-up step that
+# fails fails the run.
 # In CI (CI=true) a missing component is a failure, never a skip.
 # The tests run in several processes (pytest-xdist; $STATEKIT_TEST_WORKERS, default 3, each with a
 # PostgreSQL cluster of its own), tests sharing a machine-wide resource grouped in one process
@@ -57,9 +58,7 @@ finish() {  # finish NAME PID: wait for a set-up step; print its log and how lon
   echo "set-up step '$1': $(cat "$logs/$1.seconds" 2>/dev/null || echo '?') s, exit $rc"
   return "$rc"
 }
-debian=false
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-  debian=true
   # Debian's packages, in one apt step beside the making of .venv (apt takes one install at a time,
   # so everything goes in it): xfsprogs and btrfs-progs for the copy-on-write tests' loop-device
   # filesystems; Debian's python3, on which the code environment's sandbox runs model code;
@@ -99,6 +98,9 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   elif [ $((${#packages[@]} + ${#tools[@]})) -gt 0 ]; then
     background apt apt_install
   fi
+  if [ ${#quick[@]} -eq 0 ] && [ ${#steps[@]} -eq 0 ]; then  # nothing to install: Docker at once
+    background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
+  fi
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs root on Debian to install the Docker engine and build the base image" >&2
   exit 1
@@ -112,7 +114,7 @@ finish venv "${steps[-1]#*:}" || { echo "set-up step 'venv' failed" >&2; exit 1;
 if [ "${steps[0]%%:*}" = apt ]; then  # the tests need Debian's packages
   finish apt "${steps[0]#*:}" || { echo "set-up step 'apt' failed" >&2; exit 1; }
 fi
-if $debian && [ ${#quick[@]} -eq 0 ]; then
+if [ "${steps[0]%%:*}" = apt ] && [ ${#quick[@]} -eq 0 ]; then  # the Docker step's packages are in
   background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
 fi
 if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
@@ -121,7 +123,8 @@ if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run need
 fi
 export TESTCONTAINERS_RYUK_DISABLED=true
 status=0
-.venv/bin/pytest -p no:cacheprovider -n "${STATEKIT_TEST_WORKERS:-3}" --durations=20 "${quick[@]}" "$@" || status=$?
+workers="${STATEKIT_TEST_WORKERS:-3}"
+.venv/bin/pytest -p no:cacheprovider -n "$workers" --durations=20 "${quick[@]}" "$@" || status=$?
 for step in "${steps[@]}"; do  # a step no test waited for must still have worked
   case "${step%%:*}" in venv | apt) continue ;; esac
   finish "${step%%:*}" "${step#*:}" || { echo "set-up step '${step%%:*}' failed" >&2; status=1; }

@@ -114,9 +114,9 @@ class AppProcess:
         self._clock_dir = Path(tempfile.mkdtemp(prefix="statekit-clock-", dir=memory))
         self._clock_file = self._clock_dir / "faketime"
         self._clock_stamp = ""
-        """What the clock file holds: a step enters the episode's clock and then moves it, and a
-        write costs ~2 ms (a rename the process's reads contend with), so an unchanged time is not
-        written again."""
+        """What the clock file holds: a step enters the episode's clock and then moves it, and each
+        write is a rename the process's reads contend with, so an unchanged time is not written
+        again."""
         self._log = self._home / "output.log"
         self._process: subprocess.Popen[bytes] | None = None
 

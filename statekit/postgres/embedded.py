@@ -176,5 +176,6 @@ class EmbeddedPostgres:
             finally:
                 users.close()
             cluster = PgCluster(self.base_dir)
+            retire(cluster.server().admin_conninfo)
             cluster.stop_server()
             return True

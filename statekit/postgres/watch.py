@@ -132,9 +132,11 @@ class ServerWatch:
                 self._conn.close()
                 self._conn = None
             started, error = self._ping()
+            if error is not None and (_exiting.is_set() or self.retired):  # stopped while we looked
+                return self.down
             why = None if error is None else f"the database server is down: {error}"
             was_down, previous = self.down, self.started
-            if why is not None and self.restart is not None and not _exiting.is_set():
+            if why is not None and self.restart is not None:
                 self.down = f"{why}; statekit is restarting it"  # honest while the restart runs
                 if was_down is None:
                     log.error("%s", why)
