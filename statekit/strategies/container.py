@@ -39,6 +39,10 @@ GOLDEN_REPO = "statekit-golden"
 SOCKET_DIR = "/run/statekit"
 """Where a container finds the host-mounted directory for its Unix socket."""
 
+SOCKET_DIRS = CopyNamer("statekit-containers")
+"""The host directory of one strategy's containers' sockets (in the temporary directory) is named by
+its process, so a process killed before ``close`` has it swept like its containers."""
+
 
 def docker_client() -> Any:
     """A Docker SDK client, or a ConfigError that says how to get an engine."""
@@ -99,13 +103,15 @@ class ContainerPerEpisode(ResetStrategy):
         self.names = CopyNamer("skc")
         self.owner = Owner.current().label
         self._started: set[str] = set()
-        self._sockets = Path(tempfile.mkdtemp(prefix="statekit-containers-"))
+        self._sockets = Path(tempfile.gettempdir()) / SOCKET_DIRS.episode()
+        self._sockets.mkdir(mode=0o755)
         self._sockets.chmod(0o755)
         self.swept = self.sweep_orphans()
 
     # -- housekeeping -------------------------------------------------------------------------
     def sweep_orphans(self) -> list[str]:
-        """Remove the containers and snapshot (fork) golden images of dead statekit processes on this host."""
+        """Remove the containers, snapshot (fork) golden images and socket directories of dead statekit
+        processes on this host."""
         removed = []
         for container in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
             owner = Owner.from_label(str(container.labels.get(OWNER_LABEL, "")))
@@ -121,6 +127,10 @@ class ContainerPerEpisode(ResetStrategy):
                     with contextlib.suppress(Exception):  # in use, or removed by a concurrent sweep
                         self.client.images.remove(tag, force=True)
                         removed.append(tag)
+        for folder in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIRS.prefix}_e_*"):
+            if SOCKET_DIRS.is_orphan(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(str(folder))
         return removed
 
     def golden_tag(self, key: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,10 +92,15 @@ def test_a_killed_controller_leaves_no_containers() -> None:
     client = docker_client()
     left = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"})
     assert len(left) == 2, "the killed process left its containers running"
+    killed = Owner.from_label(owner)
+    assert killed is not None
+    sockets = list(Path(tempfile.gettempdir()).glob(f"statekit-containers_e_{killed.tag}_*"))
+    assert len(sockets) == 1, "and the directory of their sockets"
     fresh = ContainerPerEpisode(BASE, command=["sleep", "infinity"])
     try:
-        assert len([name for name in fresh.swept if name]) >= 2
+        assert len([name for name in fresh.swept if name]) >= 3
         assert client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"}) == []
+        assert not sockets[0].exists() and str(sockets[0]) in fresh.swept
     finally:
         fresh.drop("crashprobe")
         fresh.close()
