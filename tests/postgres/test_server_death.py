@@ -142,7 +142,8 @@ def test_a_server_its_last_user_stops_is_not_taken_for_a_crash(
             shared.release()
             assert watch.check() is None
         assert not PgCluster(home / "pg").is_running(), "stopped on purpose, and not started again"
-        assert caplog.records == []
+        # (a watch of an earlier test's server may still log about that server: its deferred drops)
+        assert [r.getMessage() for r in caplog.records if str(home / "pg") in r.getMessage()] == []
         assert not ServerWatch.known(server.admin_conninfo)
     finally:
         watch.unlisten(token)
