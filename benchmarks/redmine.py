@@ -38,7 +38,7 @@ from timing import percentile_ms
 import statekit
 from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
 from statekit_examples.adapters.redmine.content import LEAD
-from statekit_examples.adapters.redmine.instance import ADMIN_KEY, REDMINE
+from statekit_examples.adapters.redmine.instance import ADMIN_KEY, puma
 
 DOCKERFILE = Path(__file__).resolve().parents[1] / "images" / "redmine.Dockerfile"
 BASE_IMAGE = "statekit/base:bookworm"
@@ -130,11 +130,7 @@ def container_restarts(db_url: str | None, n: int) -> list[float]:
         socket = instance.root / "container.sock"
         root = str(instance.root)
         link = f"/var/lib/redmine/{instance.name}"  # (the image's {REDMINE}/instances)
-        serve = (
-            f"ln -sfn {shlex.quote(root)} {shlex.quote(link)} && exec puma --bind "
-            f"{shlex.quote(f'unix://{socket}')} --threads 1:1 --environment production --dir {REDMINE} "
-            f"{REDMINE}/config.ru"
-        )
+        serve = f"ln -sfn {shlex.quote(root)} {shlex.quote(link)} && exec {shlex.join(puma(socket))}"
         container = client.containers.run(
             tag,
             ["sh", "-c", serve],

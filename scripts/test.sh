@@ -98,8 +98,11 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   elif [ $((${#packages[@]} + ${#tools[@]})) -gt 0 ]; then
     background apt apt_install
   fi
-  if [ ${#quick[@]} -eq 0 ] && [ ${#steps[@]} -eq 0 ]; then  # nothing to install: Docker at once
+  docker_step() {  # the Docker engine, then the base image
     background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
+  }
+  if [ ${#quick[@]} -eq 0 ] && [ ${#steps[@]} -eq 0 ]; then  # nothing to install: Docker at once
+    docker_step
   fi
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs root on Debian to install the Docker engine and build the base image" >&2
@@ -111,11 +114,11 @@ fi
 # ~35 to ~75 s): the tests run in it; the side venvs are made beside the tests
 background venv bash scripts/venv.sh dev
 finish venv "${steps[-1]#*:}" || { echo "set-up step 'venv' failed" >&2; exit 1; }
-if [ "${steps[0]%%:*}" = apt ]; then  # the tests need Debian's packages
+if [ "${steps[0]%%:*}" = apt ]; then  # the tests need Debian's packages, the Docker step its own
   finish apt "${steps[0]#*:}" || { echo "set-up step 'apt' failed" >&2; exit 1; }
-fi
-if [ "${steps[0]%%:*}" = apt ] && [ ${#quick[@]} -eq 0 ]; then  # the Docker step's packages are in
-  background docker sh -c 'bash scripts/docker-engine.sh && bash scripts/build-base-image.sh'
+  if [ ${#quick[@]} -eq 0 ]; then
+    docker_step
+  fi
 fi
 if [ ${#quick[@]} -eq 0 ]; then  # their tests are slow ones: the quick run needs neither
   background verifiers bash scripts/venv-verifiers.sh  # verifiers needs openenv 0.4 and mcp 2

@@ -56,6 +56,12 @@ def installed() -> str:
     return ".".join(numbers.get(k, "?") for k in ("MAJOR", "MINOR", "TINY"))
 
 
+def puma(socket: Path) -> list[str]:
+    """The command that serves Redmine's REST API on the unix ``socket``: one puma thread, production."""
+    return ["puma", "--bind", f"unix://{socket}", "--threads", "1:1", "--environment", "production",
+            "--dir", str(REDMINE), str(REDMINE / "config.ru")]  # fmt: skip
+
+
 def database_yml(url: str) -> str:
     """Rails' database.yml for the world at SQLAlchemy ``url`` (reached through its unix socket)."""
     parsed = make_url(url)
@@ -110,8 +116,7 @@ class RedmineInstance:
                 "(/var/lib/redmine); run as a user who may write it"
             ) from exc
         self.process = AppProcess(
-            ["puma", "--bind", f"unix://{self.root / 'app.sock'}", "--threads", "1:1",
-             "--environment", "production", "--dir", str(REDMINE), str(REDMINE / "config.ru")],
+            puma(self.root / "app.sock"),
             socket=self.root / "app.sock",
             environment={**ENVIRONMENT, "HOME": str(self.root), "REDMINE_INSTANCE": self.name},
             boundary=boundary or Boundary(),

@@ -137,8 +137,7 @@ class EmbeddedPostgres:
                     (self.base_dir / "last-release").touch()  # the kernel's time: not a virtual clock
                     self._linger(linger)
                 else:
-                    retire(cluster.server().admin_conninfo)
-                    cluster.stop_server()
+                    _stop(cluster)
             finally:
                 users.close()
 
@@ -175,7 +174,12 @@ class EmbeddedPostgres:
                     return False
             finally:
                 users.close()
-            cluster = PgCluster(self.base_dir)
-            retire(cluster.server().admin_conninfo)
-            cluster.stop_server()
+            _stop(PgCluster(self.base_dir))
             return True
+
+
+def _stop(cluster: PgCluster) -> None:
+    """Stop the server on purpose: this process's watch of it is retired first, so it does not take
+    the stop for a crash."""
+    retire(cluster.server().admin_conninfo)
+    cluster.stop_server()
