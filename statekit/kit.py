@@ -40,6 +40,7 @@ from statekit.digest.files import directory_digest, file_dump, file_rows, file_t
 from statekit.digest.postgres import SEQUENCES_PREFIX, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec, TableSpec
 from statekit.django_project import DjangoProject, databases_entry
+from statekit.mail import Mail, SmtpService
 from statekit.postgres import PostgresServer, ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND as JOURNAL_BOUND
 from statekit.postgres.journal import Journal
@@ -93,6 +94,7 @@ __all__ = [
     "JobQueue",
     "Journal",
     "LiveServices",
+    "Mail",
     "Outcome",
     "PostgresServer",
     "PostgresTemplate",
@@ -104,6 +106,7 @@ __all__ = [
     "Route",
     "SchemaStage",
     "ServerLease",
+    "SmtpService",
     "SqlAdapter",
     "StateDump",
     "StateDumps",

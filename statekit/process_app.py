@@ -13,7 +13,11 @@ application is a separate process, so ``AppProcess`` controls what that process 
   the world's PostgreSQL is reached through its unix socket (a file, not a route) and statekit
   reaches the application through the unix socket it serves on;
 - **the host**: a UTS namespace with a fixed host name, and an environment given in full (nothing of
-  statekit's own environment leaks in).
+  statekit's own environment leaks in);
+- **its outside services** (``services``: a mail provider, an API): TCP ports on the namespace's
+  loopback that statekit answers. A helper started inside the namespace binds each port and hands
+  the listening socket to statekit over a unix socket (``SCM_RIGHTS``), so statekit's own server
+  accepts the process's connections without a relay process or a route out.
 
 Randomness the process draws from the kernel (``getrandom``) is not covered: a column it feeds must
 stay out of the digest and the observations (``statekit check`` finds it by replaying).
@@ -29,9 +33,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +51,17 @@ LIBFAKETIME = (
     "/usr/local/lib/faketime/libfaketime.so.1",
 )
 """Where libfaketime is looked for (``$STATEKIT_LIBFAKETIME`` first)."""
+HANDOFF = (
+    "import socket, sys\n"
+    "listening = [socket.create_server(('127.0.0.1', int(port))) for port in sys.argv[2:]]\n"
+    "statekit = socket.socket(socket.AF_UNIX)\n"
+    "statekit.connect(sys.argv[1])\n"
+    "socket.send_fds(statekit, [b'ports'], [each.fileno() for each in listening])\n"
+)
+"""Run inside the namespace before the application: binds the service ports on its loopback and
+hands the listening sockets to statekit (``argv``: the handoff socket, then the ports)."""
+Listener = socket.socket
+"""A listening TCP socket (the parameter named ``socket`` hides the module in ``AppProcess``)."""
 HOSTNAME = "statekit-world"
 SHARED_MEMORY = Path("/dev/shm")
 """Where libfaketime keeps the state a process shares with its children (POSIX shared memory), and
@@ -88,7 +105,8 @@ class AppProcess:
     ``command`` must serve on ``socket`` (its path is passed as ``$STATEKIT_SOCKET`` too);
     ``environment`` is the process's whole environment (``PATH`` included). Start it with the clock's
     first time; move its clock with ``set_clock`` (``follow`` a virtual clock to do it as the episode
-    moves). ``close`` ends its process group.
+    moves). ``close`` ends its process group. ``services`` are TCP ports of the namespace's loopback
+    that statekit answers: once started, ``listener(port)`` is the listening socket to serve.
     """
 
     def __init__(
@@ -100,9 +118,14 @@ class AppProcess:
         boundary: Boundary = Boundary(),
         workdir: Path | None = None,
         start_timeout: float = 60.0,
+        services: Sequence[int] = (),
     ) -> None:
         if not command:
             raise ConfigError("an application process needs a command")
+        if any(not 0 < port < 65536 for port in services):
+            raise ConfigError(f"a service port is from 1 to 65535: {list(services)}")
+        self.services = tuple(services)
+        self._listeners: dict[int, Listener] = {}
         self.command = list(command)
         self.socket = Path(socket)
         self.environment = dict(environment)
@@ -126,17 +149,52 @@ class AppProcess:
         if self._process is not None:
             raise RuntimeError("the application process is already started")
         self.socket.unlink(missing_ok=True)
-        with open(self._log, "wb") as log:
-            self._process = subprocess.Popen(
-                self._wrapped(self.command),
-                env=self._environment(now),
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: close ends everything it started
-            )
+        ports = self.services if self.boundary.network else ()
+        with ExitStack() as stack:
+            handoff = stack.enter_context(socket.socket(socket.AF_UNIX)) if ports else None
+            if handoff is not None:
+                handoff.bind(str(self._home / "handoff.sock"))
+                handoff.listen(1)
+            with open(self._log, "wb") as log:
+                self._process = subprocess.Popen(
+                    self._wrapped(self.command, handoff=self._home / "handoff.sock", ports=ports),
+                    env=self._environment(now),
+                    cwd=self.workdir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: close ends everything it started
+                )
+            if handoff is not None:
+                self._take_listeners(handoff, ports)
         self._wait_until_serving()
+
+    def listener(self, port: int) -> Listener | None:
+        """The listening socket of service ``port`` inside the boundary, for statekit to serve; None
+        when the boundary's network is off (the process then reaches the machine's own port)."""
+        if port not in self.services:
+            raise ConfigError(f"port {port} is not one of this process's services {list(self.services)}")
+        return self._listeners.get(port)
+
+    def _take_listeners(self, handoff: socket.socket, ports: Sequence[int]) -> None:
+        """Receive the listening sockets the helper inside the namespace bound (``HANDOFF``)."""
+        process = self._process
+        assert process is not None
+        handoff.settimeout(0.05)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                connection, _ = handoff.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(self.start_timeout)
+                _, fds, _, _ = socket.recv_fds(connection, 16, len(ports))
+            self._listeners = {port: socket.socket(fileno=fd) for port, fd in zip(ports, fds, strict=True)}
+            return
+        output = self.output()
+        self.close()
+        raise ConfigError(f"the application process's service ports {list(ports)} were not bound:\n{output}")
 
     @property
     def pid(self) -> int | None:
@@ -228,18 +286,28 @@ class AppProcess:
                     continue
         if process is not None:
             self._release_clock_state(process.pid)
+        for listening in self._listeners.values():
+            listening.close()
+        self._listeners = {}
         self.socket.unlink(missing_ok=True)
         shutil.rmtree(self._home, ignore_errors=True)
         shutil.rmtree(self._clock_dir, ignore_errors=True)
 
-    def _wrapped(self, command: list[str]) -> list[str]:
-        """``command`` inside the boundary's namespaces (``unshare``), loopback up, host name set."""
+    def _wrapped(
+        self, command: list[str], *, handoff: Path | None = None, ports: Sequence[int] = ()
+    ) -> list[str]:
+        """``command`` inside the boundary's namespaces (``unshare``), loopback up, host name set, the
+        service ``ports`` bound on the loopback and handed to statekit at ``handoff``."""
         namespaces = []
         setup = []
         if self.boundary.network:
             namespaces.append("--net")
             if shutil.which("ip"):
                 setup.append("ip link set lo up")
+            if ports:
+                python = " ".join(_quote(part) for part in ("env", "-u", "LD_PRELOAD", sys.executable))
+                arguments = " ".join(_quote(str(part)) for part in (handoff, *ports))
+                setup.append(f"{python} -I -S -c {_quote(HANDOFF)} {arguments}")
         if self.boundary.hostname is not None:
             namespaces.append("--uts")
             setup.append(f"hostname {_quote(self.boundary.hostname)}")

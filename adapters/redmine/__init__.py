@@ -2,13 +2,17 @@
 environment: an application statekit cannot patch, run behind the process boundary
 (``statekit.kit.AppProcess``) and reached only through its REST API.
 
-- Schema stage: Redmine's own migrations and default data (``rake``), REST switched on, e-mail off.
+- Schema stage: Redmine's own migrations and default data (``rake``), REST switched on, e-mail on a
+  new issue, and the outbox table of the world's mail provider.
 - A seed's world: people, two projects, memberships and issues with a history of updates, written
   through the REST API by a puma serving the world, its clock the build's virtual clock.
 - A world attached: one puma per world behind the boundary (libfaketime clock following the
   episode's, no network but a loopback, a fixed host name), kept across rewinds: the rewind ends its
   database connection and ActiveRecord reconnects at the next request (it verifies a pooled
   connection when it checks it out), so no request fails.
+- Its mail: Redmine sends over SMTP to a port of its boundary's loopback, where statekit plays the
+  team's mail provider (``statekit.kit.SmtpService``) and keeps each message in the world
+  (``outbox.Outbox``), delivered within the request that sends it.
 - Episodes: the team lead (a Manager in every project) working the tracker through REST tools.
 
 Each part of the boundary is switched off by the control it stands for (``clock``, ``egress``,
@@ -34,6 +38,7 @@ from statekit.kit import (
     Expectation,
     Outcome,
     SchemaStage,
+    SmtpService,
     SqlAdapter,
     Task,
     Tool,
@@ -42,7 +47,8 @@ from statekit.kit import (
 )
 from statekit_examples.adapters.redmine import content, tasks
 from statekit_examples.adapters.redmine.content import LEAD, PRIORITIES, STATUSES, TRACKERS
-from statekit_examples.adapters.redmine.instance import RedmineInstance, installed
+from statekit_examples.adapters.redmine.instance import MAIL_PORT, RedmineInstance, installed
+from statekit_examples.adapters.redmine.outbox import Outbox
 
 SPEC_PATH = Path(__file__).with_name("redmine.toml")
 OBJECT: dict[str, JSON] = {"type": "object", "additionalProperties": False}
@@ -112,10 +118,21 @@ TOOLS = [
 
 @dataclass
 class Tracker:
-    """What a world keeps across its episodes: its Redmine and the database the verifiers read."""
+    """What a world keeps across its episodes: its Redmine, the database the verifiers read, and its
+    mail provider (None with the boundary's network off: the mail then leaves for the machine)."""
 
     instance: RedmineInstance
     conninfo: str
+    mail: SmtpService | None = None
+    outbox: Outbox | None = None
+
+    def close(self) -> None:
+        """Stop its mail provider (which closes the port's socket), then end Redmine. Safe to call twice."""
+        if self.mail is not None:
+            self.mail.close()
+        self.instance.close()
+        if self.outbox is not None:
+            self.outbox.close()
 
 
 class LeadEpisode(Episode):
@@ -288,14 +305,17 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
         "statekit_examples.adapters.redmine.instance",
     )
     deterministic_start = True  # choosing the task only reads the world
-    probe_tasks = {"clock": "close_resolved"}  # each change is a journal entry stamped by Redmine's clock
+    probe_tasks = {  # each change is a journal entry stamped by Redmine's clock; a new issue is mailed
+        "clock": "close_resolved",
+        "egress": "file_bug",
+    }
     unprobed = {
         "ids": "Redmine draws no id from statekit's generators (it is not Python): its ids are sequences, "
         "which the journal rewinds; what it draws from the kernel (Ruby's SecureRandom: a password's salt, "
         "API keys) no seed reaches, so those columns are out of the digest (redmine.toml says which)",
-        "host": "Redmine reads the host name only for e-mail Message-IDs, and these worlds send no e-mail",
-        "egress": "no task makes Redmine reach the network (it has no outbound integration but e-mail, "
-        "which is off); the boundary still gives it none (a network namespace with only a loopback)",
+        "host": "Redmine reads the host name only to name an e-mail's Message-ID when the sender address "
+        "has no domain, which a mail provider refuses (this world's sender, Redmine's default, has one); "
+        "nothing else of it reads the host name, so no task's result depends on it",
         "db_clock": "Redmine stamps rows with Ruby's clock (the boundary's), never the database's now()",
     }
 
@@ -318,16 +338,23 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
             network=settings.control_on("egress"),
             hostname=Boundary().hostname if settings.control_on("host") else None,
         )
-        instance = RedmineInstance(self.database_url(world), boundary=boundary)
+        tracker = Tracker(
+            RedmineInstance(self.database_url(world), boundary=boundary, services=(MAIL_PORT,)),
+            self.conninfo(world),
+        )
         try:
-            instance.serve(clock().now)  # attached under the seed's controls; episodes move it
+            tracker.instance.serve(clock().now)  # attached under the seed's controls; episodes move it
+            listener = tracker.instance.process.listener(MAIL_PORT)
+            if listener is not None:
+                tracker.outbox = Outbox(tracker.conninfo)
+                tracker.mail = SmtpService(listener, tracker.outbox.keep)
         except BaseException:
-            instance.close()
+            tracker.close()
             raise
-        return Tracker(instance, self.conninfo(world))
+        return tracker
 
     def detach(self, app: Any) -> None:
-        app.instance.close()
+        app.close()
 
     def task_kinds(self) -> list[str]:
         return list(tasks.KINDS)

@@ -50,18 +50,34 @@ NOTES = [
 ]  # fmt: skip
 
 
+OUTBOX = """CREATE TABLE statekit_outbox (
+    id serial PRIMARY KEY,
+    message_id text NOT NULL,
+    sender text NOT NULL,
+    recipients text NOT NULL,
+    subject text NOT NULL,
+    sent text NOT NULL,
+    body text NOT NULL
+)"""
+"""What the world's mail provider took from Redmine (``outbox.Outbox`` writes it), in the world's own
+database: rewound and digested with Redmine's rows."""
+
+
 def build_schema(instance: RedmineInstance, conninfo: str) -> None:
     """Redmine's migrations and default data (statuses, trackers, roles, workflows, priorities), then
-    what the worlds need of its settings: the REST API on, no e-mail, the admin's key known."""
+    what the worlds need of its settings: the REST API on, e-mail on a new issue (plain text), the
+    admin's key known; and the provider's outbox."""
     now = clock().now
     instance.rake(now, "db:migrate")
     instance.rake(now, "redmine:load_default_data")
     with psycopg.connect(conninfo, autocommit=False) as conn:
         conn.execute(
             "INSERT INTO settings (name, value, updated_on) VALUES ('rest_api_enabled', '1', %(t)s), "
-            "('notified_events', '--- []' || chr(10), %(t)s), ('default_language', 'en', %(t)s)",
+            "('notified_events', '---' || chr(10) || '- issue_added' || chr(10), %(t)s), "
+            "('plain_text_mail', '1', %(t)s), ('default_language', 'en', %(t)s)",
             {"t": _naive(now)},
         )
+        conn.execute(OUTBOX)
         conn.execute("UPDATE users SET must_change_passwd = false WHERE login = 'admin'")
         conn.execute(
             "INSERT INTO tokens (user_id, action, value, created_on, updated_on) "
@@ -99,6 +115,8 @@ def fill(instance: RedmineInstance, seed: int) -> None:
                   {"membership": {"user_id": users[login], "role_ids": [ROLES[role]]}})  # fmt: skip
         _issues(instance, draw, identifier, {login: users[login] for login in members}, today)
         clock().advance(timedelta(hours=1))
+    for login in logins[1:]:  # from now on the team hears of every new issue in its projects
+        _put(instance, f"/users/{users[login]}.json", {"user": {"mail_notification": "all"}})
 
 
 def _issues(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,23 @@ ADMIN_KEY = "5d41402abc4b2a76b9719d911017c592statekit"
 reached only through a unix socket inside its boundary, so the key guards nothing a key could."""
 SECRET = "statekit-redmine-world-" * 4
 """Rails' secret_key_base: fixed, so a session or signed value is the same in every build."""
+MAIL_PORT = 2525
+"""Where Redmine sends its e-mail: a port of its boundary's own loopback, answered by statekit's mail
+provider (``statekit.kit.SmtpService``) when the world is attached; nothing answers while it is built."""
+CONFIGURATION = f"""production:
+  email_delivery:
+    delivery_method: :smtp
+    smtp_settings:
+      address: "127.0.0.1"
+      port: {MAIL_PORT}
+      domain: "redmine.statekit.invalid"
+      open_timeout: 5
+      read_timeout: 5
+<%# Mail is delivered within the request that sends it (ActiveJob's inline adapter), not later on a
+    thread of its own (Rails' default, async): a step's mail is in the world when the step returns. %>
+<% ActionMailer::MailDeliveryJob.queue_adapter = :inline %>
+"""
+"""Redmine's configuration.yml for a world (read through ERB, as Redmine reads it)."""
 ENVIRONMENT = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -97,7 +115,7 @@ class RedmineInstance:
     """Redmine for the world at ``url``: ``rake`` tasks run, and ``serve`` starts puma; ``close`` ends
     the process and removes the instance."""
 
-    def __init__(self, url: str, *, boundary: Boundary | None = None) -> None:
+    def __init__(self, url: str, *, boundary: Boundary | None = None, services: Sequence[int] = ()) -> None:
         installed()
         self.url = url
         self.root = Path(tempfile.mkdtemp(prefix="statekit-redmine-"))
@@ -106,6 +124,7 @@ class RedmineInstance:
             (self.root / part).mkdir()
         (self.root / "config" / "database.yml").write_text(database_yml(url))
         (self.root / "config" / "secret_key.txt").write_text(SECRET)
+        (self.root / "config" / "configuration.yml").write_text(CONFIGURATION)
         self.link = REDMINE / "instances" / self.name
         try:
             self.link.symlink_to(self.root)
@@ -121,6 +140,7 @@ class RedmineInstance:
             environment={**ENVIRONMENT, "HOME": str(self.root), "REDMINE_INSTANCE": self.name},
             boundary=boundary or Boundary(),
             workdir=REDMINE,
+            services=services,
         )  # fmt: skip
         self._client: httpx.Client | None = None
 

@@ -162,7 +162,7 @@ def score(task: LeadTask, conninfo: str) -> float:
 
 def expected(task: LeadTask, conninfo: str) -> Expectation:
     """What the task may change: its issues, the journal entries (and their details) Redmine writes
-    for each change of them, a new issue's row, the lead watching them, the lead's preferences
+    for each change of them, a new issue's row and its mail, the lead watching them, the lead's preferences
     (Redmine keeps the projects one last worked in there) and the sequences new rows draw from."""
     facts = task.facts
     with psycopg.connect(conninfo, row_factory=dict_row) as conn:
@@ -199,6 +199,11 @@ def expected(task: LeadTask, conninfo: str) -> Expectation:
                     and row["watchable_id"] in issues
                     and row["user_id"] == lead
                 ),
+            ),
+            # a new issue is mailed to the team (the project's members who hear of every event)
+            Allow.added(
+                "statekit_outbox",
+                where=lambda row: any(row["message_id"].startswith(f"redmine.issue-{i}.") for i in issues),
             ),
             # ... and remembers the projects the lead last worked in (its "recently used" list)
             Allow.any("user_preferences", where=lambda row: row["user_id"] == lead),

@@ -1,5 +1,7 @@
 """Each determinism control proved by removing it: with every control on, two replays of a task that
-exercises it match; with only it off, they differ (or state moves between steps).
+exercises it match; with only it off, they differ (or state moves between steps), or they match each
+other but not the replays with it on (the episode then follows something outside the seed that the
+control fixes: the machine's host name, what answers on the machine's ports).
 
 ``check_env_controls`` proves the controls of one environment, making its variants from the
 environment's own ``EnvSpec`` (``disable_controls``, and the adapter's ``LiveServices`` where a control
@@ -14,7 +16,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 from statekit.adapter import Adapter
 from statekit.capabilities import LiveServices, capability, probe_tasks, reference_actions, unprobed_reasons
 from statekit.checks.report import NOT_CHECKED
-from statekit.checks.rollouts import first_difference, probe_rollout
+from statekit.checks.rollouts import Rollout, first_difference, probe_rollout
 from statekit.contract import JSON
 from statekit.env import Environment
 from statekit.envspec import EnvSpec
@@ -70,7 +72,9 @@ def check_controls(
     """Prove each determinism control does the work: with it on, two replays of the control's probe
     task (``CheckHints.probe_tasks``) match, nothing moves between steps and no control reports anything
     (``info["determinism"]``: a refused connection, a row stamped by the database's clock); with only
-    it off, they differ (or state moves).
+    it off, they differ (or state moves), or match each other but differ from the replays with it on.
+    The last is proof too: what the control fixes (a host name, the answers of a third party) is then
+    the machine's, the same twice on one machine but not on another, and the episode follows it.
 
     The controls proved are those ``probe_tasks`` names (an adapter that names none: ``clock`` and
     ``ids`` on its default task); every other one is answered ``NOT_CHECKED`` (its own tests prove it),
@@ -78,7 +82,7 @@ def check_controls(
     environment with those controls off. Returns ``{control: problem or None}``, every control named.
     """
 
-    def twice(env: Environment, control: str) -> tuple[str | None, bool, list[str]]:
+    def twice(env: Environment, control: str) -> tuple[str | None, bool, list[str], Rollout]:
         kind = probe_tasks(env.adapter).get(control)
         options: dict[str, JSON] | None = {"task": kind} if kind else None
         env.reset(seed=seed, options=options)
@@ -87,7 +91,7 @@ def check_controls(
         # straight through: the replays must match whatever the time between steps.
         a, moved = probe_rollout(env, seed=seed, actions=script, options=options, pause=pause)
         b, _ = probe_rollout(env, seed=seed, actions=script, options=options, pause=0.0)
-        return first_difference(a, b), moved, a.noted + b.noted
+        return first_difference(a, b), moved, a.noted + b.noted, a
 
     results: dict[str, str | None] = {}
     with make_env(()) as env:
@@ -103,7 +107,7 @@ def check_controls(
             f"names {sorted(names)}); name a task kind whose reference script depends on it to check it here"
         )
     for name in names:
-        diff, moved, noted = on[name]
+        diff, moved, noted, played = on[name]
         if noted:
             results[name] = f"with every control on, a control reported: {noted[0]}"
             continue
@@ -111,10 +115,11 @@ def check_controls(
             results[name] = f"with every control on, replays differ: {diff or 'state changed between steps'}"
             continue
         with make_env((name,)) as env_off:
-            diff_off, moved_off, _ = twice(env_off, name)
-        if diff_off is None and not moved_off:
+            diff_off, moved_off, _, played_off = twice(env_off, name)
+        if diff_off is None and not moved_off and first_difference(played, played_off) is None:
             results[name] = (
-                f"{NOT_CHECKED}with only {name!r} off, replays still match: the control does no work for "
+                f"{NOT_CHECKED}with only {name!r} off, replays still match, and match those with it on: the "
+                "control does no work for "
                 "this environment, or its probe task (CheckHints.probe_tasks) does not exercise it"
             )
         else:

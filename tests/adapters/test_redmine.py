@@ -114,6 +114,35 @@ def test_replays_are_identical_after_the_application_restarts(env: statekit.Envi
     assert here[1][-1] == ({"submitted": True}, 1.0)
 
 
+def _outbox(tracker: Tracker) -> list[tuple[str, str]]:
+    with psycopg.connect(tracker.conninfo) as conn:
+        return conn.execute("SELECT recipients, subject FROM statekit_outbox ORDER BY message_id").fetchall()
+
+
+def test_a_new_issue_is_mailed_inside_the_boundary_and_rewound_with_the_world(
+    env: statekit.Environment, pg_url: str
+) -> None:
+    """Redmine mails the team over SMTP within the step; statekit's provider keeps the mail in the
+    world, so the digest sees it and the rewind takes it back. With the boundary's network off the
+    mail leaves for the machine's own port (nothing answers there) and the world keeps none."""
+    env.reset(seed=8, options={"task": "file_bug"})
+    tracker = _tracker(env)
+    assert _outbox(tracker) == []
+    create, _ = env.adapter.reference_actions(env.task)
+    before = env.state().digest
+    created = env.step(create)[0]["created"]
+    mailed = _outbox(tracker)
+    assert mailed and all(subject.endswith(f"#{created}] (New) {create['subject']}") for _, subject in mailed)
+    assert len({to for to, _ in mailed}) == len(mailed), "one message per member of the team"
+    assert env.state().digest != before
+    env.reset(seed=8, options={"task": "file_bug"})
+    assert _outbox(tracker) == [], "rewound with the world"
+    with statekit.make(RedmineAdapter, db_url=pg_url, disable_controls=("egress",)) as off:
+        off.reset(seed=8, options={"task": "file_bug"})
+        assert off.step(create)[0] == {"created": created}, "the step itself succeeds"
+        assert _tracker(off).mail is None and _outbox(_tracker(off)) == []
+
+
 def test_bad_input_is_an_error_observation_and_the_world_goes_on(env: statekit.Environment) -> None:
     env.reset(seed=7, options={"task": "reassign"})
     project = _project(env)

@@ -131,6 +131,25 @@ def test_check_controls_proves_clock_and_ids_on_the_wild_app() -> None:
     assert "CheckHints.probe_tasks" in str(results["egress"]), "without a reason, how to check it is said"
 
 
+class HostProbedWild(WildAdapter):
+    """The wild app with its orders, which stamp the host's name, named as the host control's probe
+    (and as egress's, which they never exercise)."""
+
+    probe_tasks = {"host": "orders", "egress": "orders"}
+
+
+def test_a_control_is_proved_when_without_it_replays_agree_but_follow_the_machine() -> None:
+    """With the host control off, two replays on one machine match (its host name, twice), but not the
+    replays with it on: what another machine would see differs, so the control does work. Removing a
+    control that changes nothing (egress: the orders never call out) still proves nothing."""
+    results = check_controls(
+        lambda disabled: statekit.make(HostProbedWild(), disable_controls=disabled), seed=4, pause=0.0
+    )
+    assert results["host"] is None
+    unchanged = f"{NOT_CHECKED}with only 'egress' off, replays still match"
+    assert str(results["egress"]).startswith(unchanged), results
+
+
 def real_identity() -> dict[str, str]:
     import getpass
     import platform

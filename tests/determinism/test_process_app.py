@@ -19,7 +19,7 @@ import pytest
 
 import statekit
 from statekit.determinism.clock import VirtualClock
-from statekit.kit import AppProcess, Boundary
+from statekit.kit import AppProcess, Boundary, Mail, SmtpService
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ["/usr/bin/python3", str(ROOT / "tests" / "testing" / "unix_app.py")]
@@ -33,9 +33,11 @@ Start = Callable[..., AppProcess]
 def start(tmp_path: Path) -> Iterator[Start]:
     started: list[AppProcess] = []
 
-    def make(boundary: Boundary | None = None, command: list[str] = APP) -> AppProcess:
+    def make(
+        boundary: Boundary | None = None, command: list[str] = APP, services: tuple[int, ...] = ()
+    ) -> AppProcess:
         process = AppProcess(command, socket=tmp_path / f"app{len(started)}.sock", environment=ENVIRONMENT,
-                             boundary=boundary or Boundary())  # fmt: skip
+                             boundary=boundary or Boundary(), services=services)  # fmt: skip
         started.append(process)
         process.start(START)
         return process
@@ -108,6 +110,56 @@ def test_no_route_leads_out_but_the_boundary_off_lets_it(start: Start) -> None:
         assert closed["connected"] is False, closed  # its loopback is its own: nothing listens there
         assert _get(start(Boundary(network=False)), to) == {"connected": True}
         assert _get(start(), "/connect?to=192.0.2.1:80")["error"].endswith("Network is unreachable")
+
+
+def test_its_declared_services_are_answered_by_statekit_inside_the_boundary(start: Start) -> None:
+    """A port declared a service is bound on the process's own loopback and handed to statekit, which
+    accepts the process's connections there; an undeclared port has nothing behind it."""
+    app = start(services=(2525, 8080))
+    listener = app.listener(2525)
+    assert listener is not None and listener.getsockname() == ("127.0.0.1", 2525)
+    assert _get(app, "/connect?to=127.0.0.1:2525") == {"connected": True}
+    listener.settimeout(5)
+    accepted, _ = listener.accept()  # the process's connection, in statekit's hands
+    accepted.close()
+    assert _get(app, "/connect?to=127.0.0.1:2526")["connected"] is False
+    with pytest.raises(statekit.ConfigError, match="not one of this process's services"):
+        app.listener(25)
+    off = start(Boundary(network=False), services=(2525,))
+    assert off.listener(2525) is None, "no boundary: the process reaches the machine's own port"
+    app.close()
+    assert listener.fileno() == -1, "closing the process closes its service sockets"
+
+
+def test_its_mail_is_taken_inside_the_boundary_and_a_refusal_reaches_the_sender(start: Start) -> None:
+    """The process sends over SMTP to its own loopback; statekit's provider hands each message over in
+    order. A message the adapter cannot keep is refused, so the sender's delivery fails."""
+    taken: list[Mail] = []
+
+    def keep(mail: Mail) -> None:
+        if "refuse" in str(mail.message["Subject"]):
+            raise RuntimeError("the outbox is gone")
+        taken.append(mail)
+
+    app = start(services=(2525,))
+    listener = app.listener(2525)
+    assert listener is not None
+    with SmtpService(listener, keep):
+        sent = _get(app, "/mail?port=2525&subject=first&to=a@example.org&to=b@example.org")
+        assert sent == {"sent": True}
+        assert _get(app, "/mail?port=2525&subject=second&to=c@example.org") == {"sent": True}
+        refused = _get(app, "/mail?port=2525&subject=refuse&to=c@example.org")
+        assert refused["sent"] is False and "451" in refused["error"]
+    assert [(m.sender, m.recipients, m.message["Subject"]) for m in taken] == [
+        ("app@example.org", ("a@example.org", "b@example.org"), "first"),
+        ("app@example.org", ("c@example.org",), "second"),
+    ]
+    assert taken[0].message.get_content().strip() == "Hello."
+    with socket.create_server(("127.0.0.1", 0)) as machine:  # nothing of this kind on the machine's port
+        port = machine.getsockname()[1]
+    off = start(Boundary(network=False), services=(port,))
+    assert off.listener(port) is None
+    assert _get(off, f"/mail?port={port}&subject=out&to=a@example.org")["sent"] is False, "it left the world"
 
 
 def _clock_state(pid: int) -> list[str]:

@@ -5,6 +5,7 @@ process sees: its time, its host name, its environment, and whether it can reach
 import http.server
 import json
 import os
+import smtplib
 import socket
 import socketserver
 import time
@@ -28,6 +29,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 body = {"connected": True}
             except OSError as exc:
                 body = {"connected": False, "error": str(exc)}
+        elif url.path == "/mail":
+            query = parse_qs(url.query)
+            try:
+                with smtplib.SMTP("127.0.0.1", int(query["port"][0]), timeout=5) as smtp:
+                    message = f"Subject: {query['subject'][0]}\r\nFrom: app@example.org\r\n\r\nHello.\r\n"
+                    smtp.sendmail("app@example.org", query["to"], message)
+                body = {"sent": True}
+            except (OSError, smtplib.SMTPException) as exc:
+                body = {"sent": False, "error": str(exc)}
         else:
             self.send_error(404)
             return
