@@ -62,9 +62,9 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   # Debian's packages, in one apt step beside the making of .venv (apt takes one install at a time,
   # so everything goes in it): xfsprogs and btrfs-progs for the copy-on-write tests' loop-device
   # filesystems; Debian's python3, on which the code environment's sandbox runs model code;
-  # libfaketime, an application process's clock (statekit/process_app.py); Redmine and puma; and
-  # for the Docker step after it, docker.io and mmdebstrap (installed as scripts/docker-engine.sh
-  # and scripts/build-base-image.sh would, with their recommends).
+  # libfaketime, an application process's clock (statekit/process_app.py), and nftables, its sinkhole;
+  # Redmine and puma; and for the Docker step after it, docker.io and mmdebstrap (installed as
+  # scripts/docker-engine.sh and scripts/build-base-image.sh would, with their recommends).
   packages=()
   tools=()
   export PATH="$PATH:/usr/sbin:/sbin"
@@ -72,6 +72,9 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   command -v mkfs.btrfs >/dev/null || packages+=(btrfs-progs)
   [ -x /usr/bin/python3 ] || packages+=(python3)
   compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || packages+=(libfaketime)
+  # nftables and iproute2: the boundary names where an application process tries to go (statekit/sinkhole.py)
+  command -v nft >/dev/null || packages+=(nftables)
+  command -v ip >/dev/null || packages+=(iproute2)
   # Redmine (Debian's Rails package) and puma: the Redmine world (adapters/redmine); no database is
   # configured at install (statekit makes one instance per world)
   if [ ! -f /usr/share/redmine/lib/redmine/version.rb ] || ! command -v puma >/dev/null; then

@@ -28,6 +28,8 @@ unprivileged user namespaces (``unshare``), and libfaketime (Debian: ``libfaketi
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import shutil
 import signal
@@ -35,6 +37,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -42,7 +45,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from statekit.determinism.egress import report_refused
 from statekit.errors import ConfigError
+from statekit.sinkhole import NAT_RULES, RESOLVER_PORT, SINK_PORT, Sinkhole
 
 LIBFAKETIME = (
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
@@ -53,16 +58,23 @@ LIBFAKETIME = (
 """Where libfaketime is looked for (``$STATEKIT_LIBFAKETIME`` first)."""
 HANDOFF = (
     "import socket, sys\n"
-    "listening = [socket.create_server(('127.0.0.1', int(port))) for port in sys.argv[2:]]\n"
+    "def bound(kind, port):\n"
+    "    if kind == 'tcp':\n"
+    "        return socket.create_server(('127.0.0.1', int(port)))\n"
+    "    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "    udp.bind(('127.0.0.1', int(port)))\n"
+    "    return udp\n"
+    "sockets = [bound(*each.split(':')) for each in sys.argv[2:]]\n"
     "statekit = socket.socket(socket.AF_UNIX)\n"
     "statekit.connect(sys.argv[1])\n"
-    "socket.send_fds(statekit, [b'ports'], [each.fileno() for each in listening])\n"
+    "socket.send_fds(statekit, [b'ports'], [each.fileno() for each in sockets])\n"
 )
-"""Run inside the namespace before the application: binds the service ports on its loopback and
-hands the listening sockets to statekit (``argv``: the handoff socket, then the ports)."""
+"""Run inside the namespace before the application: binds ports on its loopback and hands the sockets
+to statekit (``argv``: the handoff socket, then ``tcp:PORT`` or ``udp:PORT`` each)."""
 Listener = socket.socket
 """A listening TCP socket (the parameter named ``socket`` hides the module in ``AppProcess``)."""
 HOSTNAME = "statekit-world"
+log = logging.getLogger(__name__)
 SHARED_MEMORY = Path("/dev/shm")
 """Where libfaketime keeps the state a process shares with its children (POSIX shared memory), and
 where statekit writes the process's clock file when it can: a tmpfs, in memory. The file is rewritten
@@ -126,6 +138,11 @@ class AppProcess:
             raise ConfigError(f"a service port is from 1 to 65535: {list(services)}")
         self.services = tuple(services)
         self._listeners: dict[int, Listener] = {}
+        self._sinkhole: Sinkhole | None = None
+        self._lock = threading.Lock()
+        self.refused: list[str] = []
+        """Where the process tried to go outside its boundary (``host:port``), in order: each such
+        connection was reset, and reported to the egress guard (the step's ``egress_blocked``)."""
         self.command = list(command)
         self.socket = Path(socket)
         self.environment = dict(environment)
@@ -149,15 +166,17 @@ class AppProcess:
         if self._process is not None:
             raise RuntimeError("the application process is already started")
         self.socket.unlink(missing_ok=True)
-        ports = self.services if self.boundary.network else ()
+        binds = [f"tcp:{port}" for port in self.services] if self.boundary.network else []
+        if self.boundary.network and _network_tools():
+            binds += [f"tcp:{SINK_PORT}", f"udp:{RESOLVER_PORT}"]
         with ExitStack() as stack:
-            handoff = stack.enter_context(socket.socket(socket.AF_UNIX)) if ports else None
+            handoff = stack.enter_context(socket.socket(socket.AF_UNIX)) if binds else None
             if handoff is not None:
                 handoff.bind(str(self._home / "handoff.sock"))
                 handoff.listen(1)
             with open(self._log, "wb") as log:
                 self._process = subprocess.Popen(
-                    self._wrapped(self.command, handoff=self._home / "handoff.sock", ports=ports),
+                    self._wrapped(self.command, handoff=self._home / "handoff.sock", binds=binds),
                     env=self._environment(now),
                     cwd=self.workdir,
                     stdin=subprocess.DEVNULL,
@@ -166,7 +185,7 @@ class AppProcess:
                     start_new_session=True,  # its own process group: close ends everything it started
                 )
             if handoff is not None:
-                self._take_listeners(handoff, ports)
+                self._take_sockets(handoff, binds)
         self._wait_until_serving()
 
     def listener(self, port: int) -> Listener | None:
@@ -176,8 +195,15 @@ class AppProcess:
             raise ConfigError(f"port {port} is not one of this process's services {list(self.services)}")
         return self._listeners.get(port)
 
-    def _take_listeners(self, handoff: socket.socket, ports: Sequence[int]) -> None:
-        """Receive the listening sockets the helper inside the namespace bound (``HANDOFF``)."""
+    def _refused_attempt(self, destination: str) -> None:
+        """The sinkhole ended a connection to ``destination``: remember it and tell the egress guard."""
+        with self._lock:
+            self.refused.append(destination)
+        report_refused(destination, by=f"application process {self.command[0]}")
+
+    def _take_sockets(self, handoff: socket.socket, binds: Sequence[str]) -> None:
+        """Receive the sockets the helper inside the namespace bound (``HANDOFF``): the services'
+        listeners, then the sinkhole's."""
         process = self._process
         assert process is not None
         handoff.settimeout(0.05)
@@ -189,12 +215,16 @@ class AppProcess:
                 continue
             with connection:
                 connection.settimeout(self.start_timeout)
-                _, fds, _, _ = socket.recv_fds(connection, 16, len(ports))
-            self._listeners = {port: socket.socket(fileno=fd) for port, fd in zip(ports, fds, strict=True)}
+                _, fds, _, _ = socket.recv_fds(connection, 16, len(binds))
+            sockets = [socket.socket(fileno=fd) for fd in fds]
+            self._listeners = dict(zip(self.services, sockets, strict=False))
+            if len(sockets) > len(self.services):
+                tcp, udp = sockets[len(self.services) :]
+                self._sinkhole = Sinkhole(tcp, udp, self._refused_attempt)
             return
         output = self.output()
         self.close()
-        raise ConfigError(f"the application process's service ports {list(ports)} were not bound:\n{output}")
+        raise ConfigError(f"the application process's ports {list(binds)} were not bound:\n{output}")
 
     @property
     def pid(self) -> int | None:
@@ -289,24 +319,38 @@ class AppProcess:
         for listening in self._listeners.values():
             listening.close()
         self._listeners = {}
+        if self._sinkhole is not None:
+            self._sinkhole.close()
+            self._sinkhole = None
         self.socket.unlink(missing_ok=True)
         shutil.rmtree(self._home, ignore_errors=True)
         shutil.rmtree(self._clock_dir, ignore_errors=True)
 
     def _wrapped(
-        self, command: list[str], *, handoff: Path | None = None, ports: Sequence[int] = ()
+        self, command: list[str], *, handoff: Path | None = None, binds: Sequence[str] = ()
     ) -> list[str]:
         """``command`` inside the boundary's namespaces (``unshare``), loopback up, host name set, the
-        service ``ports`` bound on the loopback and handed to statekit at ``handoff``."""
+        ports in ``binds`` bound on the loopback and handed to statekit at ``handoff`` (and, with the
+        sinkhole's among them, every outbound attempt sent to it: ``statekit.sinkhole``)."""
         namespaces = []
         setup = []
         if self.boundary.network:
             namespaces.append("--net")
-            if shutil.which("ip"):
-                setup.append("ip link set lo up")
-            if ports:
+            ip = shutil.which("ip")
+            if ip:
+                setup.append(f"{_quote(ip)} link set lo up")
+            tools = _network_tools()
+            if f"tcp:{SINK_PORT}" in binds and tools:
+                ip, nft = tools
+                rules = self._home / "nat.nft"
+                rules.write_text(NAT_RULES)
+                setup += [
+                    f"{_quote(ip)} route add default dev lo src 127.0.0.1",
+                    f"{_quote(nft)} -f {_quote(str(rules))}",
+                ]
+            if binds:
                 python = " ".join(_quote(part) for part in ("env", "-u", "LD_PRELOAD", sys.executable))
-                arguments = " ".join(_quote(str(part)) for part in (handoff, *ports))
+                arguments = " ".join(_quote(str(part)) for part in (handoff, *binds))
                 setup.append(f"{python} -I -S -c {_quote(HANDOFF)} {arguments}")
         if self.boundary.hostname is not None:
             namespaces.append("--uts")
@@ -346,6 +390,21 @@ class AppProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@functools.cache
+def _network_tools() -> tuple[str, str] | None:
+    """``ip`` and ``nft`` (full paths: the process's ``PATH`` is the application's), with which the
+    boundary names what a process tries to reach; without them its outbound attempts are still
+    refused, unnamed (said once)."""
+    ip, nft = shutil.which("ip"), shutil.which("nft")
+    if ip and nft:
+        return ip, nft
+    log.warning(
+        "nft or ip is not installed (Debian: nftables, iproute2): an application process's outbound "
+        "attempts are refused, but not named"
+    )
+    return None
 
 
 def _accepts(path: Path) -> bool:

@@ -47,7 +47,7 @@ from statekit.kit import (
 )
 from statekit_examples.adapters.redmine import content, tasks
 from statekit_examples.adapters.redmine.content import LEAD, PRIORITIES, STATUSES, TRACKERS
-from statekit_examples.adapters.redmine.instance import MAIL_PORT, RedmineInstance, installed
+from statekit_examples.adapters.redmine.instance import MAIL_PORT, MAIL_PROVIDER, RedmineInstance, installed
 from statekit_examples.adapters.redmine.outbox import Outbox
 
 SPEC_PATH = Path(__file__).with_name("redmine.toml")
@@ -319,6 +319,11 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
         "db_clock": "Redmine stamps rows with Ruby's clock (the boundary's), never the database's now()",
     }
 
+    def __init__(self, *, smtp: tuple[str, int] = MAIL_PROVIDER) -> None:
+        self.smtp = smtp
+        """Where an attached Redmine sends its mail: the world's provider (default), or a host no
+        recording stands for, whose every attempt the boundary names and refuses."""
+
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), "redmine": installed()}
 
@@ -338,10 +343,9 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
             network=settings.control_on("egress"),
             hostname=Boundary().hostname if settings.control_on("host") else None,
         )
-        tracker = Tracker(
-            RedmineInstance(self.database_url(world), boundary=boundary, services=(MAIL_PORT,)),
-            self.conninfo(world),
-        )
+        url = self.database_url(world)
+        instance = RedmineInstance(url, boundary=boundary, services=(MAIL_PORT,), smtp=self.smtp)
+        tracker = Tracker(instance, self.conninfo(world))
         try:
             tracker.instance.serve(clock().now)  # attached under the seed's controls; episodes move it
             listener = tracker.instance.process.listener(MAIL_PORT)

@@ -34,20 +34,28 @@ SECRET = "statekit-redmine-world-" * 4
 MAIL_PORT = 2525
 """Where Redmine sends its e-mail: a port of its boundary's own loopback, answered by statekit's mail
 provider (``statekit.kit.SmtpService``) when the world is attached; nothing answers while it is built."""
-CONFIGURATION = f"""production:
+MAIL_PROVIDER = ("127.0.0.1", MAIL_PORT)
+
+
+def configuration(smtp: tuple[str, int] = MAIL_PROVIDER) -> str:
+    """Redmine's configuration.yml for a world, its mail sent by SMTP to ``smtp`` (host, port). Redmine
+    renders it through ERB first, which sets its mail job's queue: mail is delivered within the request
+    that sends it (ActiveJob's inline adapter), not later on a thread of its own (Rails' default,
+    async), so a step's mail is in the world when the step returns."""
+    host, port = smtp
+    return f"""production:
   email_delivery:
     delivery_method: :smtp
     smtp_settings:
-      address: "127.0.0.1"
-      port: {MAIL_PORT}
+      address: {_yaml(host)}
+      port: {int(port)}
       domain: "redmine.statekit.invalid"
       open_timeout: 5
       read_timeout: 5
-<%# Mail is delivered within the request that sends it (ActiveJob's inline adapter), not later on a
-    thread of its own (Rails' default, async): a step's mail is in the world when the step returns. %>
 <% ActionMailer::MailDeliveryJob.queue_adapter = :inline %>
 """
-"""Redmine's configuration.yml for a world (read through ERB, as Redmine reads it)."""
+
+
 ENVIRONMENT = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -115,7 +123,14 @@ class RedmineInstance:
     """Redmine for the world at ``url``: ``rake`` tasks run, and ``serve`` starts puma; ``close`` ends
     the process and removes the instance."""
 
-    def __init__(self, url: str, *, boundary: Boundary | None = None, services: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        boundary: Boundary | None = None,
+        services: Sequence[int] = (),
+        smtp: tuple[str, int] = MAIL_PROVIDER,
+    ) -> None:
         installed()
         self.url = url
         self.root = Path(tempfile.mkdtemp(prefix="statekit-redmine-"))
@@ -124,7 +139,7 @@ class RedmineInstance:
             (self.root / part).mkdir()
         (self.root / "config" / "database.yml").write_text(database_yml(url))
         (self.root / "config" / "secret_key.txt").write_text(SECRET)
-        (self.root / "config" / "configuration.yml").write_text(CONFIGURATION)
+        (self.root / "config" / "configuration.yml").write_text(configuration(smtp))
         self.link = REDMINE / "instances" / self.name
         try:
             self.link.symlink_to(self.root)

@@ -28,8 +28,9 @@ from statekit.errors import ConfigError, ResetNeeded
 
 
 def check_deterministic(env: Environment, seed: int, script: Sequence[Action], repeats: int) -> str | None:
-    """Same seed, same actions ⇒ same digest, observations and rewards, ``repeats`` times."""
-    first = rollout(env, seed=seed, actions=script)
+    """Same seed, same actions ⇒ same digest, observations and rewards, ``repeats`` times; a world
+    that ends differently is named to the table, row and column (for an adapter with StateDumps)."""
+    first = rollout(env, seed=seed, actions=script, dump=True)
     return replays_differ(env, first, script, repeats, label=f"seed {seed}")
 
 

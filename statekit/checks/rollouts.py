@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statekit.capabilities import reference_actions
+from statekit.capabilities import StateDumps, reference_actions
 from statekit.contract import JSON
 from statekit.digest.canonical import canonical_json
+from statekit.digest.diff import changed_columns, diff_dumps
+from statekit.digest.dump import StateDump
 from statekit.env import Environment
 
 Action = dict[str, JSON]
@@ -28,6 +30,9 @@ class Rollout:
     noted: list[str] = field(default_factory=list)
     """What the determinism controls reported along the way (``info["determinism"]``): not compared,
     but a control check with every control on fails on any."""
+    final_dump: StateDump | None = field(default=None, compare=False)
+    """The world's rows at the end (``dump=True``, for an adapter with ``StateDumps``): not compared,
+    but where two final digests differ, ``first_difference`` names the table, row and column."""
 
 
 def fresh_digest(env: Environment) -> str:
@@ -43,15 +48,22 @@ def rollout(
     actions: Sequence[Action],
     options: dict[str, JSON] | None = None,
     digests: bool = True,
+    dump: bool = False,
 ) -> Rollout:
     """Reset to ``seed``, play ``actions`` until the episode ends, and record everything (``digests``:
-    hash the world afresh at the start and the end)."""
+    hash the world afresh at the start and the end; ``dump``: keep its rows at the end too)."""
     obs, _ = env.reset(seed=seed, options=options)
-    return play(env, seed=seed, first=obs, actions=actions, digests=digests)
+    return play(env, seed=seed, first=obs, actions=actions, digests=digests, dump=dump)
 
 
 def play(
-    env: Environment, *, seed: int, first: JSON, actions: Sequence[Action], digests: bool = True
+    env: Environment,
+    *,
+    seed: int,
+    first: JSON,
+    actions: Sequence[Action],
+    digests: bool = True,
+    dump: bool = False,
 ) -> Rollout:
     """``rollout`` on an episode already reset (``first``: its first observation), for a check that
     must look at the world between the reset and the first step."""
@@ -64,7 +76,9 @@ def play(
         noted += _noted(info)
         if terminated or truncated:
             break
-    return Rollout(seed, initial, fresh_digest(env) if digests else "", observations, rewards, noted)
+    final = fresh_digest(env) if digests else ""
+    rows = env.dump() if dump and isinstance(env.adapter, StateDumps) else None
+    return Rollout(seed, initial, final, observations, rewards, noted, rows)
 
 
 def _noted(info: dict[str, Any]) -> list[str]:
@@ -84,8 +98,37 @@ def first_difference(a: Rollout, b: Rollout) -> str | None:
     if a.rewards != b.rewards:
         return f"rewards differ: {a.rewards} vs {b.rewards}"
     if a.state_digest != b.state_digest:
-        return f"final digests differ: {a.state_digest[:12]} vs {b.state_digest[:12]}"
+        where = _where(a.final_dump, b.final_dump)
+        return f"final digests differ: {a.state_digest[:12]} vs {b.state_digest[:12]}{where}"
     return None
+
+
+def _where(a: StateDump | None, b: StateDump | None) -> str:
+    """``: in TABLE, row KEY, column COLUMN: A vs B`` for the first difference of two dumps (a row
+    only one has, when no row changed), or "" without both."""
+    if a is None or b is None:
+        return ""
+    for name, table in sorted(diff_dumps(a, b).tables.items()):
+        if table.changed:
+            first = table.changed[0]
+            column, (left, right) = next(iter(first["columns"].items()))
+            return (
+                f": in {name}, row {canonical_json(first['key'])}, column {column}: "
+                f"{canonical_json(left)[:120]} vs {canonical_json(right)[:120]}"
+            )
+        if table.removed and table.added:  # rows known by their content: pair the first of each side
+            left, right = table.removed[0]["row"], table.added[0]["row"]
+            columns = ", ".join(changed_columns(left, right))
+            shown = f"{canonical_json(left)[:200]} vs {canonical_json(right)[:200]}"
+            return (
+                f": in {name}, a row of the first run is not in the second, whose first unmatched row "
+                f"differs in column(s) {columns}: {shown}"
+            )
+        if table.added or table.removed:
+            row = (table.removed or table.added)[0]
+            side = "the first run" if table.removed else "the second run"
+            return f": in {name}, a row only {side} has: {canonical_json(row.get('row'))[:240]}"
+    return ""
 
 
 def reference_script(env: Environment, seed: int, options: dict[str, JSON] | None = None) -> list[Action]:
@@ -104,9 +147,12 @@ def replays_differ(
     options: dict[str, JSON] | None = None,
 ) -> str | None:
     """Replay ``script`` until there are ``repeats`` runs in all; the first run that parts from
-    ``first`` (``"{label}, run N vs run 1: ..."``), or None."""
+    ``first`` (``"{label}, run N vs run 1: ..."``), or None. The replays keep their final rows when
+    ``first`` did, so a differing end is named to the column."""
+    dump = first.final_dump is not None
     for run in range(2, repeats + 1):
-        diff = first_difference(first, rollout(env, seed=first.seed, actions=script, options=options))
+        again = rollout(env, seed=first.seed, actions=script, options=options, dump=dump)
+        diff = first_difference(first, again)
         if diff:
             return f"{label}, run {run} vs run 1: {diff}"
     return None

@@ -30,7 +30,9 @@ that tried to reach out fails.
 
 What the hook cannot see: sockets opened in C without Python's socket module (libpq, libcurl, gRPC
 inside Ray), and child processes. Those need a network namespace or a container (the ``container``
-strategy runs with no network at all).
+strategy runs with no network at all); an application process behind statekit's boundary
+(``statekit.process_app``) has one, whose sinkhole names each attempt and reports it here
+(``report_refused``).
 """
 
 from __future__ import annotations
@@ -274,10 +276,10 @@ class _Guard:
             return None
         return "resolve", host
 
-    def record(self, kind: str, destination: str) -> None:
+    def record(self, kind: str, destination: str, *, by: str | None = None) -> None:
         with self._lock:
             current = self._current
-            refusal = Refusal(kind, destination, threading.current_thread().name, current is None)
+            refusal = Refusal(kind, destination, by or threading.current_thread().name, current is None)
             for scope in [current] if current is not None else self._scopes:
                 scope.record(refusal)
         log.warning("egress refused: %s", refusal.describe())
@@ -389,6 +391,22 @@ class Allowance:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def exempt_this_thread() -> None:
+    """Leave the calling thread's sockets unjudged for good: a thread of statekit's own that answers
+    inside an application process's namespace (the boundary's resolver replying to the process),
+    whose addresses are that namespace's, not this process's."""
+    _internal.active = True
+
+
+def report_refused(destination: str, *, by: str) -> None:
+    """An outbound connection to ``destination`` (``host:port``) refused outside this process's
+    sockets (an application process's, named by its boundary: ``statekit.sinkhole``), recorded as the
+    guard's own refusals are: the environment in a controlled call owns it; between steps, every open
+    one. ``by`` names who tried (shown where a thread's name is)."""
+    if _GUARD.on:
+        _GUARD.record("connect", destination, by=by)
 
 
 def allow_egress(*destinations: str) -> Allowance:

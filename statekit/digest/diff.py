@@ -60,7 +60,9 @@ def _by_key(table: TableDump) -> dict[str, dict[str, Any]]:
     return {canonical_json(r["key"]): r for r in table.rows}
 
 
-def _columns(x: dict[str, Any], y: dict[str, Any]) -> dict[str, list[Any]]:
+def changed_columns(x: dict[str, Any], y: dict[str, Any]) -> dict[str, list[Any]]:
+    """The columns in which two rows differ, each with its two values."""
+
     def differs(c: str) -> bool:  # compared as hashed: True and 1 are equal in Python, not in a digest
         return canonical_json(x.get(c)) != canonical_json(y.get(c)) or ((c in x) != (c in y))
 
@@ -74,7 +76,7 @@ def _diff_by_key(a: TableDump, b: TableDump) -> TableDiff:
     out.removed = [left[k] for k in sorted(left.keys() - right.keys())]
     out.added = [right[k] for k in sorted(right.keys() - left.keys())]
     for key in sorted(left.keys() & right.keys()):
-        columns = _columns(left[key]["row"], right[key]["row"])
+        columns = changed_columns(left[key]["row"], right[key]["row"])
         if columns:
             out.changed.append({"key": left[key]["key"], "columns": columns})
     return out

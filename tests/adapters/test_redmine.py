@@ -143,6 +143,21 @@ def test_a_new_issue_is_mailed_inside_the_boundary_and_rewound_with_the_world(
         assert _tracker(off).mail is None and _outbox(_tracker(off)) == []
 
 
+def test_mail_sent_to_a_provider_no_recording_stands_for_is_named_and_refused(pg_url: str) -> None:
+    """A Redmine configured to mail through a provider on the internet: the boundary resolves the name,
+    resets the connection at its sinkhole, and the step says where Redmine tried to go."""
+    with statekit.make(RedmineAdapter(smtp=("smtp.mailgun.example", 587)), db_url=pg_url) as env:
+        env.reset(seed=8, options={"task": "file_bug"})
+        create, _ = env.adapter.reference_actions(env.task)
+        observation, *_ = env.step(create)
+        tracker = _tracker(env)
+        assert observation["error"]["code"] == "egress_blocked", observation
+        assert observation["error"]["destinations"] == ["smtp.mailgun.example:587"]
+        assert set(tracker.instance.process.refused) == {"smtp.mailgun.example:587"}
+        assert _outbox(tracker) == [], "nothing reached the world's own provider"
+        assert env.step({"tool": "list_projects"})[0]["projects"], "the environment goes on"
+
+
 def test_bad_input_is_an_error_observation_and_the_world_goes_on(env: statekit.Environment) -> None:
     env.reset(seed=7, options={"task": "reassign"})
     project = _project(env)

@@ -20,11 +20,14 @@ import pytest
 
 import statekit
 import statekit.kit
-from statekit.checks import NOT_CHECKED, check_controls
+from statekit.adapter import Episode, Outcome
+from statekit.checks import NOT_CHECKED, check_controls, check_deterministic
+from statekit.contract import JSON
 from statekit.determinism.host import NODE, HostIdentity
 from statekit.determinism.ids import SeededIds
+from statekit.world import World
 
-from .wild_app import WildAdapter
+from .wild_app import WildAdapter, WildEpisode
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("id", "ref", "token", "lucky")
@@ -148,6 +151,33 @@ def test_a_control_is_proved_when_without_it_replays_agree_but_follow_the_machin
     assert results["host"] is None
     unchanged = f"{NOT_CHECKED}with only 'egress' off, replays still match"
     assert str(results["egress"]).startswith(unchanged), results
+
+
+class QuietEpisode(WildEpisode):
+    """An order placed, and only that said: what it drew shows in the world, not in the observation."""
+
+    def call(self, tool: str, arguments: dict[str, JSON]) -> Outcome:
+        outcome = super().call(tool, arguments)
+        return Outcome({"placed": True}) if tool == "order" else outcome
+
+
+class QuietWild(WildAdapter):
+    def start_episode(self, world: World, **kwargs: Any) -> Episode:
+        episode = super().start_episode(world, **kwargs)
+        assert isinstance(episode, WildEpisode)
+        return QuietEpisode(episode.store, episode.task, episode.notifier, episode.shop)
+
+
+def test_a_replay_that_ends_differently_is_named_to_the_table_row_and_column() -> None:
+    """Unseeded ids (the ids control off) that only the world keeps: same observations and rewards,
+    different final digests, and the check names where (the first order's id)."""
+    with statekit.make(QuietWild(), disable_controls=("ids",)) as env:
+        env.reset(seed=4)
+        script = env.adapter.reference_actions(env.task)
+        problem = check_deterministic(env, 4, script, repeats=2)
+    assert problem is not None and "final digests differ" in problem, problem
+    assert "in orders, a row of the first run is not in the second" in problem, problem
+    assert "row differs in column(s) id, lucky, ref, token:" in problem, problem
 
 
 def real_identity() -> dict[str, str]:

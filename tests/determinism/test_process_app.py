@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -109,7 +110,30 @@ def test_no_route_leads_out_but_the_boundary_off_lets_it(start: Start) -> None:
         closed = _get(start(), to)
         assert closed["connected"] is False, closed  # its loopback is its own: nothing listens there
         assert _get(start(Boundary(network=False)), to) == {"connected": True}
-        assert _get(start(), "/connect?to=192.0.2.1:80")["error"].endswith("Network is unreachable")
+
+
+def _refused(app: AppProcess, count: int) -> list[str]:
+    """``app.refused`` once it holds ``count`` attempts (a connection the process drops at once may
+    be named just after its answer), or as it is after 5 s."""
+    deadline = time.monotonic() + 5
+    while len(app.refused) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return app.refused
+
+
+def test_where_it_tries_to_go_is_named_and_refused(start: Start) -> None:
+    """Every name resolves inside the boundary and every connection that would leave it ends at
+    statekit's sinkhole, which resets it and names the destination, by host name where the process
+    resolved one."""
+    app = start()
+    fetched = _get(app, "/fetch?url=http://api.vendor.example:8080/v1/score")
+    assert fetched["fetched"] is False and "reset" in fetched["error"].lower(), fetched
+    assert _refused(app, 1) == ["api.vendor.example:8080"]
+    assert _get(app, "/fetch?url=http://api.vendor.example:8080/again")["fetched"] is False
+    _get(app, "/connect?to=192.0.2.1:80")  # an address, no name
+    assert _refused(app, 3) == ["api.vendor.example:8080", "api.vendor.example:8080", "192.0.2.1:80"]
+    assert _get(app, "/fetch?url=http://127.0.0.1:8080/")["fetched"] is False, "its own loopback: no one"
+    assert len(_refused(app, 4)) == 3, "a loopback connection is the process's own business"
 
 
 def test_its_declared_services_are_answered_by_statekit_inside_the_boundary(start: Start) -> None:

@@ -2,6 +2,7 @@
 standard library only) serving HTTP on the unix socket ``$STATEKIT_SOCKET``. It answers what the
 process sees: its time, its host name, its environment, and whether it can reach a TCP address."""
 
+import http.client
 import http.server
 import json
 import os
@@ -29,6 +30,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 body = {"connected": True}
             except OSError as exc:
                 body = {"connected": False, "error": str(exc)}
+        elif url.path == "/fetch":
+            target = urlparse(parse_qs(url.query)["url"][0])
+            try:
+                web = http.client.HTTPConnection(target.hostname or "", target.port or 80, timeout=5)
+                web.request("GET", target.path or "/")
+                body = {"fetched": True, "status": web.getresponse().status}
+            except (OSError, http.client.HTTPException) as exc:
+                body = {"fetched": False, "error": f"{type(exc).__name__}: {exc}"}
         elif url.path == "/mail":
             query = parse_qs(url.query)
             try:

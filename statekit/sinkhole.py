@@ -1,0 +1,133 @@
+"""Where an application process behind the boundary tries to go outside it: named, then refused.
+
+A network namespace with only a loopback refuses every outbound connection, but silently: the process
+sees "network unreachable" and statekit never learns where it tried to go. So the boundary routes
+every address to its loopback and its packet filter (nftables, ``NAT_RULES``) redirects each DNS query
+to statekit's resolver and each TCP connection to a non-loopback address to statekit's sink, both on
+sockets bound inside the namespace and handed to statekit (``AppProcess``):
+
+- the resolver (dnspython) answers every name with an address of its own from 198.18.0.0/15 (set
+  aside for benchmarks, routed nowhere), one per name, and remembers which name it gave it to; it
+  answers no IPv6 address, so a client falls back to IPv4;
+- the sink accepts the connection, reads where it was going (``SO_ORIGINAL_DST``), resets it and
+  reports ``name:port`` (or the address, for a literal one), which statekit's egress guard makes the
+  step's ``egress_blocked`` error observation, as for a Python application's refused connection.
+
+The process sees its connection reset at its first read: the TCP handshake is the kernel's, done
+before the sink accepts. Not covered: UDP to other ports (refused by the kernel, unnamed) and IPv6
+literals (unreachable, unnamed).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import selectors
+import socket
+import struct
+import threading
+from collections.abc import Callable
+
+from statekit.determinism.egress import exempt_this_thread
+
+log = logging.getLogger(__name__)
+
+SINK_PORT = 9
+"""The sink's port on the namespace's loopback (9 is "discard")."""
+RESOLVER_PORT = 53
+NAT_RULES = f"""table ip statekit {{
+  chain out {{
+    type nat hook output priority -100; policy accept;
+    udp dport 53 redirect to :{RESOLVER_PORT}
+    ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :{SINK_PORT}
+  }}
+}}
+"""
+"""The boundary's packet filter (``nft -f``): every DNS query to the resolver, every TCP connection
+that would leave the loopback to the sink."""
+ADDRESSES = ipaddress.ip_network("198.18.0.0/15")
+SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h
+
+
+class Sinkhole:
+    """The resolver on ``udp`` and the sink on ``tcp`` (both bound inside the namespace), served on a
+    thread of their own; ``report`` is called with ``host:port`` for each connection the sink ends."""
+
+    def __init__(self, tcp: socket.socket, udp: socket.socket, report: Callable[[str], None]) -> None:
+        try:
+            import dns.message  # noqa: F401 - checked here, used on the thread
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            from statekit.errors import ConfigError
+
+            raise ConfigError("naming an application's outbound attempts needs dnspython") from exc
+        self._tcp, self._udp, self._report = tcp, udp, report
+        self._names: dict[str, str] = {}
+        self._addresses: dict[str, str] = {}
+        self._wake, self._woken = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        for sock in (tcp, udp, self._woken):
+            sock.setblocking(False)
+            self._selector.register(sock, selectors.EVENT_READ)
+        self._thread = threading.Thread(target=self._serve, name="statekit-sinkhole", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        exempt_this_thread()  # its replies go to the process's namespace, which the guard cannot judge
+        while True:
+            for key, _ in self._selector.select():
+                if key.fileobj is self._woken:
+                    return
+                try:
+                    if key.fileobj is self._udp:
+                        self._resolve()
+                    else:
+                        self._sink()
+                except BlockingIOError:
+                    continue
+                except Exception:  # one bad packet must not end the thread
+                    log.exception("the boundary's sinkhole failed on one request")
+
+    def _address(self, name: str) -> str:
+        """The address this resolver gives ``name`` (the same every time it is asked)."""
+        if name not in self._addresses:
+            address = str(ADDRESSES[len(self._addresses) + 1])
+            self._addresses[name], self._names[address] = address, name
+        return self._addresses[name]
+
+    def _resolve(self) -> None:
+        import dns.message
+        import dns.rdataclass
+        import dns.rdatatype
+        import dns.rrset
+
+        query_bytes, sender = self._udp.recvfrom(4096)
+        query = dns.message.from_wire(query_bytes)
+        answer = dns.message.make_response(query)
+        for question in query.question:
+            if question.rdtype == dns.rdatatype.A and question.rdclass == dns.rdataclass.IN:
+                name = question.name.to_text(omit_final_dot=True).lower()
+                answer.answer.append(
+                    dns.rrset.from_text(
+                        question.name, 0, dns.rdataclass.IN, dns.rdatatype.A, self._address(name)
+                    )
+                )
+        self._udp.sendto(answer.to_wire(), sender)
+
+    def _sink(self) -> None:
+        connection, _ = self._tcp.accept()
+        with connection:
+            original = connection.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+            port, packed = struct.unpack("!2xH4s8x", original)
+            address = socket.inet_ntoa(packed)
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
+        self._report(f"{self._names.get(address, address)}:{port}")
+
+    def close(self) -> None:
+        """Stop the thread and close its sockets. Safe to call twice."""
+        if self._wake.fileno() == -1:
+            return
+        self._wake.send(b"x")
+        self._thread.join(10)
+        self._selector.close()
+        for sock in (self._tcp, self._udp, self._wake, self._woken):
+            sock.close()
