@@ -11,7 +11,10 @@ application is a separate process, so ``AppProcess`` controls what that process 
   the monotonic clocks, never the wall clock) and over a patched libc (per language, per build);
 - **the network**: a network namespace of its own with only a loopback, so no route leads out;
   the world's PostgreSQL is reached through its unix socket (a file, not a route) and statekit
-  reaches the application through the unix socket it serves on;
+  reaches the application through the unix socket it serves on. Every name it looks up and every
+  connection it opens to an address off its loopback end at statekit's sinkhole, which names the
+  destination and refuses it (``statekit.sinkhole``; a one-off command, ``run``, has no sinkhole:
+  its attempts are refused unnamed);
 - **the host**: a UTS namespace with a fixed host name, and an environment given in full (nothing of
   statekit's own environment leaks in);
 - **its outside services** (``services``: a mail provider, an API): TCP ports on the namespace's

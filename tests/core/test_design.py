@@ -30,6 +30,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "web_app",
         "django_project",
         "process_app",
+        "sinkhole",
+        "mail",
     ),
     3: (
         "adapter",
