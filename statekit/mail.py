@@ -55,7 +55,11 @@ class SmtpService:
         serving = self._loop.create_server(
             lambda: SMTP(self, hostname=HOSTNAME, ident="statekit"), sock=listener
         )
-        self._server = self._loop.run_until_complete(serving)
+        try:
+            self._server = self._loop.run_until_complete(serving)
+        except BaseException:
+            self._loop.close()
+            raise
         self._thread = threading.Thread(target=self._loop.run_forever, name="statekit-smtp", daemon=True)
         self._thread.start()
 
@@ -77,6 +81,9 @@ class SmtpService:
         self._loop.call_soon_threadsafe(self._server.close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if self._thread.is_alive():  # a delivery still running: its loop is left to the daemon thread
+            log.warning("the mail provider did not stop within 10 s")
+            return
         self._loop.close()
 
     def __enter__(self) -> SmtpService:

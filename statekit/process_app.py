@@ -9,12 +9,13 @@ application is a separate process, so ``AppProcess`` controls what that process 
   Python's virtual clock is between steps; ``follow`` it to the episode's clock and the process sees
   the episode's time and moves when statekit moves it. Chosen over a time namespace (it shifts only
   the monotonic clocks, never the wall clock) and over a patched libc (per language, per build);
-- **the network**: a network namespace of its own with only a loopback, so no route leads out;
-  the world's PostgreSQL is reached through its unix socket (a file, not a route) and statekit
-  reaches the application through the unix socket it serves on. Every name it looks up and every
-  connection it opens to an address off its loopback end at statekit's sinkhole, which names the
-  destination and refuses it (``statekit.sinkhole``; a one-off command, ``run``, has no sinkhole:
-  its attempts are refused unnamed);
+- **the network**: a network namespace of its own whose only device is a loopback, so nothing leads
+  out; the world's PostgreSQL is reached through its unix socket (a file, not a route) and statekit
+  reaches the application through the unix socket it serves on. Every address is routed to that
+  loopback, where every name it looks up and every connection it opens to an address off the
+  loopback end at statekit's sinkhole, which names the destination and refuses it
+  (``statekit.sinkhole``; a one-off command, ``run``, has no sinkhole: its attempts are refused
+  unnamed, no route);
 - **the host**: a UTS namespace with a fixed host name, and an environment given in full (nothing of
   statekit's own environment leaks in);
 - **its outside services** (``services``: a mail provider, an API): TCP ports on the namespace's
@@ -92,7 +93,8 @@ class Boundary:
     clock: bool = True
     """Its time is the timestamp statekit writes (libfaketime), not the machine's."""
     network: bool = True
-    """It has no network of its own: a namespace with only a loopback (unix sockets still work)."""
+    """Its network is a namespace whose only device is a loopback, where statekit's sinkhole names
+    and refuses whatever would leave (unix sockets still work)."""
     hostname: str | None = HOSTNAME
     """Its host name (a UTS namespace of its own); None: the machine's."""
 
@@ -137,8 +139,10 @@ class AppProcess:
     ) -> None:
         if not command:
             raise ConfigError("an application process needs a command")
-        if any(not 0 < port < 65536 for port in services):
-            raise ConfigError(f"a service port is from 1 to 65535: {list(services)}")
+        if any(not 0 < port < 65536 for port in services) or len(set(services)) != len(services):
+            raise ConfigError(f"service ports are distinct and from 1 to 65535: {list(services)}")
+        if SINK_PORT in services:
+            raise ConfigError(f"port {SINK_PORT} is the boundary's sinkhole (statekit.sinkhole): use another")
         self.services = tuple(services)
         self._listeners: dict[int, Listener] = {}
         self._sinkhole: Sinkhole | None = None
@@ -168,13 +172,15 @@ class AppProcess:
         A process that exits first, or never serves, is a ConfigError with the end of its output."""
         if self._process is not None:
             raise RuntimeError("the application process is already started")
+        if not self._home.exists():
+            raise RuntimeError("the application process was closed: make a new AppProcess to start again")
         self.socket.unlink(missing_ok=True)
         binds = [f"tcp:{port}" for port in self.services] if self.boundary.network else []
         if self.boundary.network and _network_tools():
             binds += [f"tcp:{SINK_PORT}", f"udp:{RESOLVER_PORT}"]
         with ExitStack() as stack:
             handoff = stack.enter_context(socket.socket(socket.AF_UNIX)) if binds else None
-            if handoff is not None:
+            if handoff is not None:  # where the helper inside the namespace hands over its sockets
                 handoff.bind(str(self._home / "handoff.sock"))
                 handoff.listen(1)
             with open(self._log, "wb") as log:
@@ -192,10 +198,13 @@ class AppProcess:
         self._wait_until_serving()
 
     def listener(self, port: int) -> Listener | None:
-        """The listening socket of service ``port`` inside the boundary, for statekit to serve; None
-        when the boundary's network is off (the process then reaches the machine's own port)."""
+        """The listening socket of service ``port`` inside the boundary, for statekit to serve, once
+        the process is started; None when the boundary's network is off (the process then reaches the
+        machine's own port)."""
         if port not in self.services:
             raise ConfigError(f"port {port} is not one of this process's services {list(self.services)}")
+        if self.boundary.network and self.pid is None:
+            raise RuntimeError("the application process is not running: its service sockets are gone")
         return self._listeners.get(port)
 
     def _refused_attempt(self, destination: str) -> None:
@@ -211,23 +220,37 @@ class AppProcess:
         assert process is not None
         handoff.settimeout(0.05)
         deadline = time.monotonic() + self.start_timeout
+        fds: list[int] = []
+        problem = "the helper that binds them did not hand them over"
         while time.monotonic() < deadline and process.poll() is None:
             try:
                 connection, _ = handoff.accept()
             except TimeoutError:
                 continue
-            with connection:
-                connection.settimeout(self.start_timeout)
-                _, fds, _, _ = socket.recv_fds(connection, 16, len(binds))
-            sockets = [socket.socket(fileno=fd) for fd in fds]
-            self._listeners = dict(zip(self.services, sockets, strict=False))
-            if len(sockets) > len(self.services):
-                tcp, udp = sockets[len(self.services) :]
-                self._sinkhole = Sinkhole(tcp, udp, self._refused_attempt)
-            return
+            try:
+                with connection:
+                    connection.settimeout(self.start_timeout)
+                    _, fds, flags, _ = socket.recv_fds(connection, 16, len(binds))
+                if len(fds) != len(binds) or flags & socket.MSG_CTRUNC:
+                    problem = f"{len(fds)} of {len(binds)} sockets were handed over"
+                    break
+                sockets = [socket.socket(fileno=fd) for fd in fds]
+                fds = []
+                self._listeners = dict(zip(self.services, sockets[: len(self.services)], strict=True))
+                if len(sockets) > len(self.services):
+                    tcp, udp = sockets[len(self.services) :]
+                    self._sinkhole = Sinkhole(tcp, udp, self._refused_attempt)
+                return
+            except Exception as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                break
+        for fd in fds:
+            os.close(fd)
         output = self.output()
         self.close()
-        raise ConfigError(f"the application process's ports {list(binds)} were not bound:\n{output}")
+        raise ConfigError(
+            f"the application process's ports {list(binds)} were not bound ({problem}):\n{output}"
+        )
 
     @property
     def pid(self) -> int | None:
@@ -339,10 +362,10 @@ class AppProcess:
         setup = []
         if self.boundary.network:
             namespaces.append("--net")
-            ip = shutil.which("ip")
+            tools = _network_tools()
+            ip = tools[0] if tools else shutil.which("ip")
             if ip:
                 setup.append(f"{_quote(ip)} link set lo up")
-            tools = _network_tools()
             if f"tcp:{SINK_PORT}" in binds and tools:
                 ip, nft = tools
                 rules = self._home / "nat.nft"
@@ -352,7 +375,8 @@ class AppProcess:
                     f"{_quote(nft)} -f {_quote(str(rules))}",
                 ]
             if binds:
-                python = " ".join(_quote(part) for part in ("env", "-u", "LD_PRELOAD", sys.executable))
+                env = shutil.which("env") or "/usr/bin/env"
+                python = " ".join(_quote(part) for part in (env, "-u", "LD_PRELOAD", sys.executable))
                 arguments = " ".join(_quote(str(part)) for part in (handoff, *binds))
                 setup.append(f"{python} -I -S -c {_quote(HANDOFF)} {arguments}")
         if self.boundary.hostname is not None:

@@ -7,8 +7,8 @@ to statekit's resolver and each TCP connection to a non-loopback address to stat
 sockets bound inside the namespace and handed to statekit (``AppProcess``):
 
 - the resolver (dnspython) answers every name with an address of its own from 198.18.0.0/15 (set
-  aside for benchmarks, routed nowhere), one per name, and remembers which name it gave it to; it
-  answers no IPv6 address, so a client falls back to IPv4;
+  aside for benchmarks, routed nowhere), one per name from a hash of it, and remembers which name it
+  gave it to; it answers no IPv6 address, so a client falls back to IPv4;
 - the sink accepts the connection, reads where it was going (``SO_ORIGINAL_DST``), resets it and
   reports ``name:port`` (or the address, for a literal one), which statekit's egress guard makes the
   step's ``egress_blocked`` error observation, as for a Python application's refused connection.
@@ -20,6 +20,7 @@ literals (unreachable, unnamed).
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import selectors
@@ -28,7 +29,7 @@ import struct
 import threading
 from collections.abc import Callable
 
-from statekit.determinism.egress import exempt_this_thread
+from statekit.determinism.egress import unjudged
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ class Sinkhole:
         self._thread.start()
 
     def _serve(self) -> None:
-        exempt_this_thread()  # its replies go to the process's namespace, which the guard cannot judge
         while True:
             for key, _ in self._selector.select():
                 if key.fileobj is self._woken:
@@ -88,9 +88,17 @@ class Sinkhole:
                     log.exception("the boundary's sinkhole failed on one request")
 
     def _address(self, name: str) -> str:
-        """The address this resolver gives ``name`` (the same every time it is asked)."""
+        """The address this resolver gives ``name``: from a hash of the name, so the same in every
+        process and episode whatever was asked before (the next free one after a collision)."""
         if name not in self._addresses:
-            address = str(ADDRESSES[len(self._addresses) + 1])
+            size = ADDRESSES.num_addresses - 2  # neither the network's address nor its broadcast
+            start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % size
+            for offset in range(size):
+                address = str(ADDRESSES[1 + (start + offset) % size])
+                if address not in self._names:
+                    break
+            else:
+                raise RuntimeError("the boundary's resolver has given out every address it has")
             self._addresses[name], self._names[address] = address, name
         return self._addresses[name]
 
@@ -111,7 +119,8 @@ class Sinkhole:
                         question.name, 0, dns.rdataclass.IN, dns.rdatatype.A, self._address(name)
                     )
                 )
-        self._udp.sendto(answer.to_wire(), sender)
+        with unjudged():  # a reply into the process's namespace, whose addresses the guard cannot judge
+            self._udp.sendto(answer.to_wire(), sender)
 
     def _sink(self) -> None:
         connection, _ = self._tcp.accept()
@@ -119,8 +128,10 @@ class Sinkhole:
             original = connection.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
             port, packed = struct.unpack("!2xH4s8x", original)
             address = socket.inet_ntoa(packed)
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
-        self._report(f"{self._names.get(address, address)}:{port}")
+            # reported before the reset: the process learns of the refusal only after statekit does,
+            # so the step that made the attempt is the one that reports it
+            self._report(f"{self._names.get(address, address)}:{port}")
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
     def close(self) -> None:
         """Stop the thread and close its sockets. Safe to call twice."""

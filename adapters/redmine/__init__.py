@@ -128,11 +128,13 @@ class Tracker:
 
     def close(self) -> None:
         """Stop its mail provider (which closes the port's socket), then end Redmine. Safe to call twice."""
-        if self.mail is not None:
-            self.mail.close()
-        self.instance.close()
-        if self.outbox is not None:
-            self.outbox.close()
+        try:
+            if self.mail is not None:
+                self.mail.close()
+        finally:
+            self.instance.close()
+            if self.outbox is not None:
+                self.outbox.close()
 
 
 class LeadEpisode(Episode):

@@ -60,7 +60,12 @@ def check_env_controls(env: Environment, *, seed: int, pause: float = 0.5) -> di
             with spec.make() as variant:
                 yield variant
 
-        return check_controls(make_env, seed=seed, pause=pause)
+        @contextmanager
+        def make_fresh() -> Iterator[Environment]:
+            with on.make() as fresh:
+                yield fresh
+
+        return check_controls(make_env, seed=seed, pause=pause, make_fresh=make_fresh)
 
 
 def check_controls(
@@ -68,13 +73,17 @@ def check_controls(
     *,
     seed: int,
     pause: float = 0.5,
+    make_fresh: Callable[[], AbstractContextManager[Environment]] | None = None,
 ) -> dict[str, str | None]:
     """Prove each determinism control does the work: with it on, two replays of the control's probe
     task (``CheckHints.probe_tasks``) match, nothing moves between steps and no control reports anything
     (``info["determinism"]``: a refused connection, a row stamped by the database's clock); with only
     it off, they differ (or state moves), or match each other but differ from the replays with it on.
     The last is proof too: what the control fixes (a host name, the answers of a third party) is then
-    the machine's, the same twice on one machine but not on another, and the episode follows it.
+    the machine's, the same twice on one machine but not on another, and the episode follows it; but
+    only once a replay with every control on in a fresh environment (``make_fresh``, by default
+    ``make_env(())``: its own application, its own process state) matches the first environment's, so
+    that what differs is the control and not the environment.
 
     The controls proved are those ``probe_tasks`` names (an adapter that names none: ``clock`` and
     ``ids`` on its default task); every other one is answered ``NOT_CHECKED`` (its own tests prove it),
@@ -116,14 +125,22 @@ def check_controls(
             continue
         with make_env((name,)) as env_off:
             diff_off, moved_off, _, played_off = twice(env_off, name)
-        if diff_off is None and not moved_off and first_difference(played, played_off) is None:
-            results[name] = (
-                f"{NOT_CHECKED}with only {name!r} off, replays still match, and match those with it on: the "
-                "control does no work for "
-                "this environment, or its probe task (CheckHints.probe_tasks) does not exercise it"
-            )
-        else:
+        if diff_off is not None or moved_off:
             results[name] = None
+        elif first_difference(played, played_off) is None:
+            results[name] = (
+                f"{NOT_CHECKED}with only {name!r} off, replays still match, and match those with it on: "
+                "the control does no work for this environment, or its probe task "
+                "(CheckHints.probe_tasks) does not exercise it"
+            )
+        else:  # a contrast: it counts once a fresh environment with every control on agrees
+            with (make_fresh or (lambda: make_env(())))() as fresh:
+                across = first_difference(played, twice(fresh, name)[3])
+            results[name] = (
+                f"with every control on, a fresh environment's replay differs from the first's: {across}"
+                if across
+                else None
+            )
     return results
 
 

@@ -116,7 +116,7 @@ def _where(a: StateDump | None, b: StateDump | None) -> str:
                 f": in {name}, row {canonical_json(first['key'])}, column {column}: "
                 f"{canonical_json(left)[:120]} vs {canonical_json(right)[:120]}"
             )
-        if table.removed and table.added:  # rows known by their content: pair the first of each side
+        if table.removed and table.added:  # rows no key matched (a set, or keys one side lacks): pair firsts
             left, right = table.removed[0]["row"], table.added[0]["row"]
             columns = ", ".join(changed_columns(left, right))
             shown = f"{canonical_json(left)[:200]} vs {canonical_json(right)[:200]}"

@@ -133,13 +133,11 @@ def _expand(endpoint: Endpoint) -> frozenset[Endpoint]:
         return frozenset({endpoint})
     if host in LOCAL_NAMES or host.endswith(".localhost"):
         return frozenset({endpoint, ("127.0.0.1", port), ("::1", port)})
-    previous, _internal.active = getattr(_internal, "active", False), True
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with unjudged():
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError:
         infos = []
-    finally:
-        _internal.active = previous
     return frozenset({endpoint, *((_normalise(str(info[4][0])), port) for info in infos)})
 
 
@@ -393,11 +391,16 @@ class Allowance:
         self.close()
 
 
-def exempt_this_thread() -> None:
-    """Leave the calling thread's sockets unjudged for good: a thread of statekit's own that answers
-    inside an application process's namespace (the boundary's resolver replying to the process),
-    whose addresses are that namespace's, not this process's."""
-    _internal.active = True
+@contextmanager
+def unjudged() -> Iterator[None]:
+    """The calling thread's socket calls go unjudged while this runs: for statekit's own reply to an
+    application process inside its namespace (the boundary's resolver answering a query), whose
+    address is that namespace's, not this process's."""
+    previous, _internal.active = getattr(_internal, "active", False), True
+    try:
+        yield
+    finally:
+        _internal.active = previous
 
 
 def report_refused(destination: str, *, by: str) -> None:

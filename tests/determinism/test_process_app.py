@@ -19,7 +19,9 @@ import httpx
 import pytest
 
 import statekit
+from statekit import process_app
 from statekit.determinism.clock import VirtualClock
+from statekit.determinism.egress import EgressScope
 from statekit.kit import AppProcess, Boundary, Mail, SmtpService
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,16 +126,59 @@ def _refused(app: AppProcess, count: int) -> list[str]:
 def test_where_it_tries_to_go_is_named_and_refused(start: Start) -> None:
     """Every name resolves inside the boundary and every connection that would leave it ends at
     statekit's sinkhole, which resets it and names the destination, by host name where the process
-    resolved one."""
-    app = start()
-    fetched = _get(app, "/fetch?url=http://api.vendor.example:8080/v1/score")
-    assert fetched["fetched"] is False and "reset" in fetched["error"].lower(), fetched
-    assert _refused(app, 1) == ["api.vendor.example:8080"]
+    resolved one; the egress guard of the environment in a step hears of it."""
+    scope = EgressScope().open()  # what an open environment holds
+    try:
+        app = start()
+        fetched = _get(app, "/fetch?url=http://api.vendor.example:8080/v1/score")
+        assert fetched["fetched"] is False and "reset" in fetched["error"].lower(), fetched
+        assert app.refused == ["api.vendor.example:8080"], "named before the process saw the reset"
+        assert [(r.kind, r.destination) for r in scope.take()] == [("connect", "api.vendor.example:8080")]
+    finally:
+        scope.close()
     assert _get(app, "/fetch?url=http://api.vendor.example:8080/again")["fetched"] is False
     _get(app, "/connect?to=192.0.2.1:80")  # an address, no name
     assert _refused(app, 3) == ["api.vendor.example:8080", "api.vendor.example:8080", "192.0.2.1:80"]
     assert _get(app, "/fetch?url=http://127.0.0.1:8080/")["fetched"] is False, "its own loopback: no one"
-    assert len(_refused(app, 4)) == 3, "a loopback connection is the process's own business"
+    assert app.refused[3:] == [], "a loopback connection is the process's own business"
+
+
+def test_the_resolvers_addresses_follow_the_name_not_what_was_asked_before(start: Start) -> None:
+    first, second = start(), start()
+    _get(first, "/connect?to=api.vendor.example:80")
+    _get(second, "/connect?to=other.example:80")
+    _get(second, "/connect?to=api.vendor.example:80")
+    assert _refused(first, 1) == ["api.vendor.example:80"]
+    assert _refused(second, 2) == ["other.example:80", "api.vendor.example:80"]
+    assert first._sinkhole is not None and second._sinkhole is not None
+    assert (
+        first._sinkhole._addresses["api.vendor.example"] == second._sinkhole._addresses["api.vendor.example"]
+    )
+
+
+def test_bad_service_ports_and_a_closed_process_are_clear_errors(start: Start, tmp_path: Path) -> None:
+    for ports in ((2525, 2525), (9,), (0,)):
+        with pytest.raises(statekit.ConfigError, match=r"service ports|sinkhole"):
+            AppProcess(APP, socket=tmp_path / "x.sock", environment=ENVIRONMENT, services=ports)
+    app = start(services=(2525,))
+    app.close()
+    with pytest.raises(RuntimeError, match="not running"):
+        app.listener(2525)
+    with pytest.raises(RuntimeError, match="was closed"):
+        app.start(START)
+
+
+def test_sockets_not_handed_over_end_the_process_and_leak_nothing(
+    start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper that hands over fewer sockets than asked (here: one) is a clear error, and the process,
+    its home and the socket it did hand over go."""
+    short = process_app.HANDOFF.replace("[each.fileno() for each in sockets]", "[sockets[0].fileno()]")
+    monkeypatch.setattr(process_app, "HANDOFF", short)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(statekit.ConfigError, match=r"1 of 3 sockets were handed over"):
+        start(services=(2525,))
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_its_declared_services_are_answered_by_statekit_inside_the_boundary(start: Start) -> None:
@@ -183,7 +228,8 @@ def test_its_mail_is_taken_inside_the_boundary_and_a_refusal_reaches_the_sender(
         port = machine.getsockname()[1]
     off = start(Boundary(network=False), services=(port,))
     assert off.listener(port) is None
-    assert _get(off, f"/mail?port={port}&subject=out&to=a@example.org")["sent"] is False, "it left the world"
+    left = _get(off, f"/mail?port={port}&subject=out&to=a@example.org")
+    assert left["sent"] is False and "refused" in left["error"], "it left for the machine, where no one is"
 
 
 def _clock_state(pid: int) -> list[str]:
