@@ -8,7 +8,8 @@ cluster. Every user's release touches ``last-release``, and the lingerer reads i
 (set by the kernel: a release made while another thread's virtual clock is active would write that
 clock's time). The server stops once ``SECONDS`` have passed since the latest release (or since the
 lingerer started, if later) and no process holds ``users.lock``. If the cluster's directory is
-deleted under it (a test's temporary home), the server is stopped by its pid.
+deleted under it (a test's temporary home), the server is stopped by its pid, and the lingerer never
+creates a file there: a lock file it made while the directory was being deleted would leave it behind.
 """
 
 from __future__ import annotations
@@ -89,9 +90,11 @@ def _stop_if_idle(base: Path, watching: IO[str], started: float, seconds: float)
     (both judged under the locks, so a release made meanwhile restarts the clock). Stopped, the
     lingerer lets go of ``linger.lock`` before ``start.lock``, so the next user to start the server
     also starts the next lingerer."""
-    with (base / "start.lock").open("w") as start:
+    # opened, never created ("r+"): both exist from the server's first lease, so a missing one means
+    # its directory is being deleted, and a lock file made now would keep that from finishing
+    with (base / "start.lock").open("r+") as start:
         fcntl.flock(start, fcntl.LOCK_EX)
-        with (base / "users.lock").open("w") as users:
+        with (base / "users.lock").open("r+") as users:
             try:
                 fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

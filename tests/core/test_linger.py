@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from statekit.postgres import EmbeddedPostgres
+from statekit.postgres import EmbeddedPostgres, linger
 from statekit.postgres.cluster import PgCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,3 +116,16 @@ def test_a_user_killed_without_releasing_does_not_leave_the_server_running(tmp_p
     while _running(home) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _running(home), "once its only user died, the server stops by itself"
+
+
+def test_the_lingerer_makes_no_file_in_a_directory_being_deleted(tmp_path: Path) -> None:
+    """Its server's directory half-deleted (the lock files gone, the directory not yet): the lingerer's
+    check fails and leaves nothing there, so the deletion can finish (it once left ``start.lock`` and
+    ``users.lock`` in a test run's removed home)."""
+    base = tmp_path / "pg"
+    base.mkdir()
+    with (base / "linger.lock").open("w") as watching:
+        (base / "linger.lock").unlink()
+        with pytest.raises(FileNotFoundError):
+            linger._stop_if_idle(base, watching, started=0.0, seconds=0.0)
+    assert list(base.iterdir()) == []
