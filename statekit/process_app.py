@@ -32,6 +32,7 @@ unprivileged user namespaces (``unshare``), and libfaketime (Debian: ``libfaketi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -43,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -166,6 +168,12 @@ class AppProcess:
         again."""
         self._log = self._home / "output.log"
         self._process: subprocess.Popen[bytes] | None = None
+        self._started: list[int] = []
+        """The running process group's leader (empty when none): what ``_abandon`` ends."""
+        self._abandoned = weakref.finalize(self, _abandon, self._started, self._home, self._clock_dir)
+        """Run when this object is collected or the interpreter exits without ``close`` (a script that
+        crashed, an environment never closed): the process group would outlive it otherwise, being a
+        session of its own."""
 
     def start(self, now: datetime) -> None:
         """Start the process with its clock at ``now``; return once its socket accepts connections.
@@ -193,6 +201,7 @@ class AppProcess:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: close ends everything it started
                 )
+            self._started[:] = [self._process.pid]
             if handoff is not None:
                 self._take_sockets(handoff, binds)
         self._wait_until_serving()
@@ -342,6 +351,7 @@ class AppProcess:
                     continue
         if process is not None:
             self._release_clock_state(process.pid)
+        self._started.clear()  # ended: the finalizer must not signal a pid the kernel may reuse
         for listening in self._listeners.values():
             listening.close()
         self._listeners = {}
@@ -349,8 +359,7 @@ class AppProcess:
             self._sinkhole.close()
             self._sinkhole = None
         self.socket.unlink(missing_ok=True)
-        shutil.rmtree(self._home, ignore_errors=True)
-        shutil.rmtree(self._clock_dir, ignore_errors=True)
+        self._abandoned()  # removes its home and clock directory (nothing left to end)
 
     def _wrapped(
         self, command: list[str], *, handoff: Path | None = None, binds: Sequence[str] = ()
@@ -432,6 +441,19 @@ def _network_tools() -> tuple[str, str] | None:
         "attempts are refused, but not named"
     )
     return None
+
+
+def _abandon(started: list[int], home: Path, clock_dir: Path) -> None:
+    """End an application process nobody closed (SIGKILL to its group: at exit there is no time to
+    wait), its libfaketime state, its home and its clock directory."""
+    for pid in started:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+            (SHARED_MEMORY / name).unlink(missing_ok=True)
+    started.clear()
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.rmtree(clock_dir, ignore_errors=True)
 
 
 def _accepts(path: Path) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -119,6 +120,11 @@ def _yaml(value: object) -> str:
     return f'"{text}"'
 
 
+def _remove(link: Path, root: Path) -> None:
+    link.unlink(missing_ok=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 class RedmineInstance:
     """Redmine for the world at ``url``: ``rake`` tasks run, and ``serve`` starts puma; ``close`` ends
     the process and removes the instance."""
@@ -141,10 +147,13 @@ class RedmineInstance:
         (self.root / "config" / "secret_key.txt").write_text(SECRET)
         (self.root / "config" / "configuration.yml").write_text(configuration(smtp))
         self.link = REDMINE / "instances" / self.name
+        self._removed = weakref.finalize(self, _remove, self.link, self.root)
+        """Also run when the instance is collected or the interpreter exits without ``close``: Debian's
+        instances directory would keep a link to a removed directory otherwise."""
         try:
             self.link.symlink_to(self.root)
         except OSError as exc:
-            shutil.rmtree(self.root, ignore_errors=True)
+            self._removed()
             raise ConfigError(
                 f"cannot add a Redmine instance at {self.link} ({exc}): Debian keeps instances there "
                 "(/var/lib/redmine); run as a user who may write it"
@@ -187,8 +196,7 @@ class RedmineInstance:
             self._client.close()
             self._client = None
         self.process.close()
-        self.link.unlink(missing_ok=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._removed()
 
     def __enter__(self) -> RedmineInstance:
         return self

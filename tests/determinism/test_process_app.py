@@ -6,8 +6,11 @@ server (tests/testing/unix_app.py): nothing of statekit is imported into it."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -230,6 +233,35 @@ def test_its_mail_is_taken_inside_the_boundary_and_a_refusal_reaches_the_sender(
     assert off.listener(port) is None
     left = _get(off, f"/mail?port={port}&subject=out&to=a@example.org")
     assert left["sent"] is False and "refused" in left["error"], "it left for the machine, where no one is"
+
+
+CRASHING = """
+import json, sys
+from datetime import datetime, UTC
+from pathlib import Path
+from statekit.kit import AppProcess
+app = AppProcess(sys.argv[1:3], socket=Path(sys.argv[3]), environment={"PATH": "/usr/bin:/bin"})
+app.start(datetime(2025, 1, 1, tzinfo=UTC))
+print(json.dumps({"pid": app.pid, "home": str(app._home), "clock": str(app._clock_dir)}), flush=True)
+raise SystemExit("the script fails without closing its application")
+"""
+
+
+def test_an_application_nobody_closed_ends_with_the_interpreter(tmp_path: Path) -> None:
+    """A script that exits without ``close`` (an error, a forgotten environment) leaves no process (its
+    group is a session of its own, so nothing else would end it) and no directory."""
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING, *APP, str(tmp_path / "app.sock")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 1 and "without closing" in done.stderr, done.stderr[-2000:]
+    left = json.loads(done.stdout.strip().splitlines()[-1])
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{left['pid']}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = Path(f"/proc/{left['pid']}/status")
+    assert not status.exists() or "zombie" in status.read_text(), "the application outlived its script"
+    assert not Path(left["home"]).exists() and not Path(left["clock"]).exists()
 
 
 def _clock_state(pid: int) -> list[str]:
