@@ -53,6 +53,7 @@ from statekit.strategies.composite import Composite
 from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
 from statekit.strategies.cow_fs import CowCopy, CowFilesystem
 from statekit.strategies.memory import InMemory
+from statekit.strategies.naming import CopyNamer
 from statekit.strategies.pg_template import PostgresTemplate
 from statekit.strategies.prewarmed import Prewarmed
 from statekit.strategies.rewinding import Rewinding
@@ -79,6 +80,7 @@ __all__ = [
     "ContainerImage",
     "ContainerPerEpisode",
     "Control",
+    "CopyNamer",
     "CowCopy",
     "CowFilesystem",
     "DatabaseWorld",

@@ -32,7 +32,6 @@ unprivileged user namespaces (``unshare``), and libfaketime (Debian: ``libfaketi
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -51,9 +50,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from statekit.abandoned import (
+    CLOCKS,
+    HOMES,
+    LEADER,
+    SHARED_MEMORY,
+    abandon,
+    private_dir,
+    release_clock_state,
+    sweep_abandoned,
+)
 from statekit.determinism.egress import report_refused
 from statekit.errors import ConfigError
 from statekit.sinkhole import NAT_RULES, RESOLVER_PORT, SINK_PORT, Sinkhole
+from statekit.strategies.naming import process_start
 
 LIBFAKETIME = (
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
@@ -81,11 +91,6 @@ Listener = socket.socket
 """A listening TCP socket (the parameter named ``socket`` hides the module in ``AppProcess``)."""
 HOSTNAME = "statekit-world"
 log = logging.getLogger(__name__)
-SHARED_MEMORY = Path("/dev/shm")
-"""Where libfaketime keeps the state a process shares with its children (POSIX shared memory), and
-where statekit writes the process's clock file when it can: a tmpfs, in memory. The file is rewritten
-at every step that moves the clock and read at every time call of the process; on this machine's
-ext4 a write and rename cost ~200 us, on the tmpfs ~30 us."""
 
 
 @dataclass(frozen=True)
@@ -158,9 +163,10 @@ class AppProcess:
         self.boundary = boundary
         self.workdir = workdir
         self.start_timeout = start_timeout
-        self._home = Path(tempfile.mkdtemp(prefix="statekit-app-"))
+        sweep_abandoned()
+        self._home = private_dir(Path(tempfile.gettempdir()) / HOMES.episode())
         memory = SHARED_MEMORY if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK) else None
-        self._clock_dir = Path(tempfile.mkdtemp(prefix="statekit-clock-", dir=memory))
+        self._clock_dir = private_dir(Path(memory or tempfile.gettempdir()) / CLOCKS.episode())
         self._clock_file = self._clock_dir / "faketime"
         self._clock_stamp = ""
         """What the clock file holds: a step enters the episode's clock and then moves it, and each
@@ -170,7 +176,7 @@ class AppProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self._started: list[int] = []
         """The running process group's leader (empty when none): what ``_abandon`` ends."""
-        self._abandoned = weakref.finalize(self, _abandon, self._started, self._home, self._clock_dir)
+        self._abandoned = weakref.finalize(self, abandon, self._started, self._home, self._clock_dir)
         """Run when this object is collected or the interpreter exits without ``close`` (a script that
         crashed, an environment never closed): the process group would outlive it otherwise, being a
         session of its own."""
@@ -202,6 +208,8 @@ class AppProcess:
                     start_new_session=True,  # its own process group: close ends everything it started
                 )
             self._started[:] = [self._process.pid]
+            leader = f"{self._process.pid} {process_start(self._process.pid) or 0}\n"
+            (self._home / LEADER).write_text(leader)  # for the sweep, should this process be killed
             if handoff is not None:
                 self._take_sockets(handoff, binds)
         self._wait_until_serving()
@@ -293,14 +301,9 @@ class AppProcess:
         return output
 
     def _release_clock_state(self, pid: int) -> None:
-        """Remove the state libfaketime shared between the processes of ``pid`` (which has ended):
-        its first process creates it under its pid and removes it at exit, but that process execs the
-        application (``unshare`` -> ``sh`` -> the command), whose image takes it for a child's and
-        leaves it. Left behind, a later process with the same pid cannot create its own and runs
-        without it (``FAKETIME_SHARED`` unset)."""
+        """``release_clock_state`` for a process this boundary's clock preloaded libfaketime into."""
         if self.boundary.clock:
-            for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
-                (SHARED_MEMORY / name).unlink(missing_ok=True)
+            release_clock_state(pid)
 
     def _environment(self, now: datetime) -> dict[str, str]:
         env = {**self.environment, "STATEKIT_SOCKET": str(self.socket)}
@@ -441,19 +444,6 @@ def _network_tools() -> tuple[str, str] | None:
         "attempts are refused, but not named"
     )
     return None
-
-
-def _abandon(started: list[int], home: Path, clock_dir: Path) -> None:
-    """End an application process nobody closed (SIGKILL to its group: at exit there is no time to
-    wait), its libfaketime state, its home and its clock directory."""
-    for pid in started:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
-            (SHARED_MEMORY / name).unlink(missing_ok=True)
-    started.clear()
-    shutil.rmtree(home, ignore_errors=True)
-    shutil.rmtree(clock_dir, ignore_errors=True)
 
 
 def _accepts(path: Path) -> bool:

@@ -23,7 +23,7 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from statekit import ConfigError
-from statekit.kit import AppProcess, Boundary
+from statekit.kit import AppProcess, Boundary, CopyNamer
 
 REDMINE = Path(os.environ.get("STATEKIT_REDMINE", "/usr/share/redmine"))
 """Debian's Redmine (``apt-get install redmine redmine-pgsql puma``)."""
@@ -32,6 +32,8 @@ ADMIN_KEY = "5d41402abc4b2a76b9719d911017c592statekit"
 reached only through a unix socket inside its boundary, so the key guards nothing a key could."""
 SECRET = "statekit-redmine-world-" * 4
 """Rails' secret_key_base: fixed, so a session or signed value is the same in every build."""
+INSTANCES = CopyNamer("statekit-redmine")
+"""An instance's name (its directory's and its link's), naming the statekit process that made it."""
 MAIL_PORT = 2525
 """Where Redmine sends its e-mail: a port of its boundary's own loopback, answered by statekit's mail
 provider (``statekit.kit.SmtpService``) when the world is attached; nothing answers while it is built."""
@@ -125,6 +127,14 @@ def _remove(link: Path, root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def _sweep() -> None:
+    """Remove the instances of statekit processes that died without closing them (killed outright:
+    no finalizer ran), their links in Debian's instances directory and their directories."""
+    for link in (REDMINE / "instances").glob(f"{INSTANCES.prefix}_e_*"):
+        if INSTANCES.is_orphan(link.name):
+            _remove(link, Path(tempfile.gettempdir()) / link.name)
+
+
 class RedmineInstance:
     """Redmine for the world at ``url``: ``rake`` tasks run, and ``serve`` starts puma; ``close`` ends
     the process and removes the instance."""
@@ -139,7 +149,9 @@ class RedmineInstance:
     ) -> None:
         installed()
         self.url = url
-        self.root = Path(tempfile.mkdtemp(prefix="statekit-redmine-"))
+        _sweep()
+        self.root = Path(tempfile.gettempdir()) / INSTANCES.episode()
+        self.root.mkdir(mode=0o700)
         self.name = self.root.name
         for part in ("config", "files", "log", "tmp"):
             (self.root / part).mkdir()

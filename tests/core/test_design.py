@@ -32,6 +32,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "process_app",
         "sinkhole",
         "mail",
+        "abandoned",
     ),
     3: (
         "adapter",

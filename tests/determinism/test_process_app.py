@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import pytest
 
 import statekit
 from statekit import process_app
+from statekit.abandoned import sweep_abandoned
 from statekit.determinism.clock import VirtualClock
 from statekit.determinism.egress import EgressScope
 from statekit.kit import AppProcess, Boundary, Mail, SmtpService
@@ -261,6 +263,32 @@ def test_an_application_nobody_closed_ends_with_the_interpreter(tmp_path: Path) 
         time.sleep(0.05)
     status = Path(f"/proc/{left['pid']}/status")
     assert not status.exists() or "zombie" in status.read_text(), "the application outlived its script"
+    assert not Path(left["home"]).exists() and not Path(left["clock"]).exists()
+
+
+KILLED = CRASHING.replace(
+    'raise SystemExit("the script fails without closing its application")',
+    "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+)
+
+
+def test_what_a_killed_statekit_process_left_is_swept_by_the_next(tmp_path: Path) -> None:
+    """Killed outright, a statekit process runs no finalizer: its application keeps running. The next
+    application process made on the host ends it and removes its directories."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED, *APP, str(tmp_path / "app.sock")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    left = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(f"/proc/{left['pid']}").exists(), "the application outlived its statekit process"
+    swept = sweep_abandoned()
+    assert Path(left["home"]).name in swept and Path(left["clock"]).name in swept
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{left['pid']}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = Path(f"/proc/{left['pid']}/status")
+    assert not status.exists() or "zombie" in status.read_text(), "the sweep ended the application"
     assert not Path(left["home"]).exists() and not Path(left["clock"]).exists()
 
 
