@@ -237,6 +237,15 @@ def test_its_mail_is_taken_inside_the_boundary_and_a_refusal_reaches_the_sender(
     assert left["sent"] is False and "refused" in left["error"], "it left for the machine, where no one is"
 
 
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` is gone (or a zombie: ended, not yet reaped) within 5 s."""
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = Path(f"/proc/{pid}/status")
+    return not status.exists() or "zombie" in status.read_text()
+
+
 CRASHING = """
 import json, sys
 from datetime import datetime, UTC
@@ -258,11 +267,7 @@ def test_an_application_nobody_closed_ends_with_the_interpreter(tmp_path: Path) 
     )  # fmt: skip
     assert done.returncode == 1 and "without closing" in done.stderr, done.stderr[-2000:]
     left = json.loads(done.stdout.strip().splitlines()[-1])
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{left['pid']}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    status = Path(f"/proc/{left['pid']}/status")
-    assert not status.exists() or "zombie" in status.read_text(), "the application outlived its script"
+    assert _ended(left["pid"]), "the application outlived its script"
     assert not Path(left["home"]).exists() and not Path(left["clock"]).exists()
 
 
@@ -284,11 +289,7 @@ def test_what_a_killed_statekit_process_left_is_swept_by_the_next(tmp_path: Path
     assert Path(f"/proc/{left['pid']}").exists(), "the application outlived its statekit process"
     swept = sweep_abandoned()
     assert Path(left["home"]).name in swept and Path(left["clock"]).name in swept
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{left['pid']}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    status = Path(f"/proc/{left['pid']}/status")
-    assert not status.exists() or "zombie" in status.read_text(), "the sweep ended the application"
+    assert _ended(left["pid"]), "the sweep ended the application"
     assert not Path(left["home"]).exists() and not Path(left["clock"]).exists()
 
 
