@@ -41,4 +41,12 @@ fi
 # instead, compiling only what runs (all of a venv took 23 s and 43 CPU-seconds for the dev set).
 compile=(--compile-bytecode)
 [ "${STATEKIT_UV_COMPILE:-1}" = 0 ] && compile=()
-"$venv/bin/uv" pip install -q "${compile[@]}" --python "$venv/bin/python" "$@" >"$log" 2>&1 || fail "$@"
+install() { "$venv/bin/uv" pip install -q "${compile[@]}" --python "$venv/bin/python" "$@" >"$log" 2>&1; }
+rc=0
+install "$@" || rc=$?
+if [ "$rc" -gt 128 ]; then  # uv itself died by a signal (it segfaulted once in a CI run): once more
+  echo "uv died by signal $((rc - 128)) installing into $venv: once more" >&2
+  rc=0
+  install "$@" || rc=$?
+fi
+[ "$rc" = 0 ] || fail "$@"
