@@ -11,12 +11,25 @@ import uvicorn
 
 from statekit.errors import StatekitError
 
+KEEP_ALIVE_SECONDS = 65
+"""How long statekit's servers keep an idle connection open: longer than an HTTP client keeps one
+for reuse (httpx: 5 s, uvicorn's own default too). With both at 5 s, a client reusing a connection
+just as the server closes it gets a reset instead of an answer (it failed a NeMo Gym rollout's
+step in a CI run), and a step, not being idempotent, cannot simply be sent again."""
+
 
 class ThreadedServer:
     """uvicorn on 127.0.0.1 with an OS-chosen port; ``url`` is known once ``start()`` returns."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="statekit-server", daemon=True)
         self.url = ""

@@ -16,6 +16,7 @@ import uvicorn
 from statekit.errors import ConfigError
 from statekit.harness import redact
 from statekit.harness.config import HarnessConfig
+from statekit.servers import KEEP_ALIVE_SECONDS
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -84,7 +85,14 @@ def serve(
     app = create_app(config)
     if uds is not None:
         announce(f"statekit: serving {config.env.describe()} on unix socket {uds}")
-        unix = uvicorn.Config(app, uds=uds, log_level=log_level, lifespan="on", ws=WS_PROTOCOL)
+        unix = uvicorn.Config(
+            app,
+            uds=uds,
+            log_level=log_level,
+            lifespan="on",
+            ws=WS_PROTOCOL,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
         redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers
         uvicorn.Server(unix).run()
         return
@@ -97,7 +105,12 @@ def serve(
         )
     server = uvicorn.Server(
         uvicorn.Config(
-            app, log_level=log_level, ws=WS_PROTOCOL, ws_max_size=config.max_body_bytes, lifespan="on"
+            app,
+            log_level=log_level,
+            ws=WS_PROTOCOL,
+            ws_max_size=config.max_body_bytes,
+            lifespan="on",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
     )
     redact.install(config.token)  # after uvicorn.Config, which (re)configures its loggers

@@ -114,6 +114,23 @@ def test_the_reaper_runs_by_itself(clock: FakeClock) -> None:
         assert http.get("/health").json()["sessions"] == 0
 
 
+def test_an_idle_connection_outlives_a_clients_reuse_window(clock: FakeClock) -> None:
+    """A client keeps an idle connection 5 s for reuse (httpx); the server keeps it longer, so a reuse
+    near 5 s never meets a connection the server is closing (a reset, and a step that cannot simply be
+    sent again). The same connection still answers after 6 s of quiet."""
+    app = create_app(HarnessConfig(LEDGER), clock=clock)
+    limits = httpx.Limits(keepalive_expiry=30)  # this client may reuse it later: the server decides
+    with ThreadedServer(app) as server, httpx.Client(base_url=server.url, limits=limits) as http:
+        ports = []
+        for wait in (0.0, 6.0):
+            time.sleep(wait)
+            answer = http.get("/health", extensions={"trace": None})
+            assert answer.status_code == 200
+            stream = answer.extensions["network_stream"]
+            ports.append(stream.get_extra_info("client_addr")[1])
+        assert ports[0] == ports[1], "the server closed the idle connection"
+
+
 def test_a_session_in_a_call_is_not_reaped(pool: SessionPool, clock: FakeClock) -> None:
     session = pool.open()
     clock.now += 120
