@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import os
 import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,12 @@ from sqlalchemy.engine import make_url
 from timing import percentile_ms
 
 import statekit
+from statekit.kit import image_on_base
 from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
 from statekit_examples.adapters.redmine.content import LEAD
 from statekit_examples.adapters.redmine.instance import ADMIN_KEY, puma
 
 DOCKERFILE = Path(__file__).resolve().parents[1] / "images" / "redmine.Dockerfile"
-BASE_IMAGE = "statekit/base:bookworm"
 
 KIND = "close_resolved"
 
@@ -87,19 +88,17 @@ def steps(db_url: str | None, n: int) -> tuple[list[float], list[float]]:
 
 
 def _image(client: Any) -> str:
-    """The Redmine image's tag, built first if the Dockerfile or the base image changed."""
-    base = client.images.get(BASE_IMAGE)
-    content = hashlib.sha256(DOCKERFILE.read_bytes() + str(base.id).encode()).hexdigest()[:16]
-    tag = f"statekit/redmine-bench:{content}"
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        print(f"building {tag} (Debian's Redmine on {BASE_IMAGE}; once)")
-        client.images.build(
-            path=str(DOCKERFILE.parent), dockerfile=DOCKERFILE.name, tag=tag, rm=True, forcerm=True,
-            pull=False, buildargs={"BASE": str(base.id)},
-        )  # fmt: skip
-    return tag
+    """The Redmine image's id, built first (once) if the Dockerfile or the base image changed."""
+
+    def content(base_id: str) -> str:
+        return hashlib.sha256(DOCKERFILE.read_bytes() + base_id.encode()).hexdigest()[:16]
+
+    return image_on_base(
+        client,
+        "statekit/redmine-bench",
+        content,
+        lambda folder: shutil.copy(DOCKERFILE, folder / "Dockerfile"),
+    )
 
 
 def _answers(socket: Path, timeout: float = 120.0) -> None:

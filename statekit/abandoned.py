@@ -51,7 +51,7 @@ def sweep_abandoned() -> list[str]:
             pid, start = (int(part) for part in (home / LEADER).read_text().split())
         except (OSError, ValueError):
             pid = start = 0
-        abandon([pid] if pid and process_start(pid) == start else [], home, home)
+        abandon([pid] if pid and process_start(pid) == start else [], home)
         removed.append(home.name)
     for folder in (SHARED_MEMORY, Path(tempfile.gettempdir())):
         for clock_dir in folder.glob(f"{CLOCKS.prefix}_e_*"):
@@ -61,16 +61,16 @@ def sweep_abandoned() -> list[str]:
     return removed
 
 
-def abandon(started: list[int], home: Path, clock_dir: Path) -> None:
+def abandon(started: list[int], *folders: Path) -> None:
     """End an application process nobody closed (SIGKILL to its group: at exit there is no time to
-    wait), its libfaketime state, its home and its clock directory."""
+    wait), its libfaketime state and its ``folders`` (its home, its clock directory)."""
     for pid in started:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         release_clock_state(pid)
     started.clear()
-    shutil.rmtree(home, ignore_errors=True)
-    shutil.rmtree(clock_dir, ignore_errors=True)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def release_clock_state(pid: int) -> None:

@@ -50,7 +50,13 @@ from statekit.settings import statekit_home
 from statekit.sql_adapter import DATABASE, SqlAdapter
 from statekit.strategies.base import Builder, Capabilities, ResetStrategy, StrategyWrapper
 from statekit.strategies.composite import Composite
-from statekit.strategies.container import ContainerPerEpisode, docker_client, exec_in
+from statekit.strategies.container import (
+    BASE_IMAGE,
+    ContainerPerEpisode,
+    docker_client,
+    exec_in,
+    image_on_base,
+)
 from statekit.strategies.cow_fs import CowCopy, CowFilesystem
 from statekit.strategies.memory import InMemory
 from statekit.strategies.naming import CopyNamer
@@ -61,6 +67,7 @@ from statekit.web_app import Route, WebApp
 from statekit.world import World
 
 __all__ = [
+    "BASE_IMAGE",
     "CANONICALISERS",
     "DATABASE",
     "JOURNAL_BOUND",
@@ -138,6 +145,7 @@ __all__ = [
     "file_rows",
     "file_tables",
     "hash_rows",
+    "image_on_base",
     "merge",
     "postgres_digest",
     "postgres_dump",

@@ -55,12 +55,6 @@ class Sinkhole:
     thread of their own; ``report`` is called with ``host:port`` for each connection the sink ends."""
 
     def __init__(self, tcp: socket.socket, udp: socket.socket, report: Callable[[str], None]) -> None:
-        try:
-            import dns.message  # noqa: F401 - checked here, used on the thread
-        except ImportError as exc:  # pragma: no cover - a core dependency
-            from statekit.errors import ConfigError
-
-            raise ConfigError("naming an application's outbound attempts needs dnspython") from exc
         self._tcp, self._udp, self._report = tcp, udp, report
         self._names: dict[str, str] = {}
         self._addresses: dict[str, str] = {}
@@ -103,6 +97,7 @@ class Sinkhole:
         return self._addresses[name]
 
     def _resolve(self) -> None:
+        # imported at the first query, not with statekit.kit, whose users mostly run no app process
         import dns.message
         import dns.rdataclass
         import dns.rdatatype

@@ -12,14 +12,13 @@ import hashlib
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from statekit import ConfigError
+from statekit.kit import image_on_base
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE_IMAGE = "statekit/base:bookworm"
 REPOSITORY = "statekit/claims-env"
 DOCKERFILE = ROOT / "images" / "claims.Dockerfile"
 REQUIREMENTS = ROOT / "images" / "claims-requirements.txt"
@@ -47,53 +46,38 @@ def content_hash(base_id: str) -> str:
 
 def ensure_image(client: Any) -> str:
     """The id of the claims environment image, building it first if its content changed."""
-    try:
-        base = client.images.get(BASE_IMAGE)
-    except Exception as exc:
-        raise ConfigError(
-            f"base image {BASE_IMAGE} is missing: run scripts/build-base-image.sh as root"
-        ) from exc
-    tag = f"{REPOSITORY}:{content_hash(str(base.id))}"
-    try:
-        return str(client.images.get(tag).id)
-    except Exception:
-        pass
-    with tempfile.TemporaryDirectory(prefix="statekit-image-") as tmp:
-        context = Path(tmp)
-        wheels = context / "wheelhouse"
-        wheels.mkdir()
-        shutil.copy(REQUIREMENTS, wheels / "requirements.txt")
-        download = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--only-binary=:all:",
-                "--no-deps",
-                "-r",
-                str(REQUIREMENTS),
-                "-d",
-                str(wheels),
-            ],
-            capture_output=True,
-            text=True,
+    return image_on_base(client, REPOSITORY, content_hash, _context)
+
+
+def _context(context: Path) -> None:
+    """The build context: the pinned wheels (downloaded here, on the host), the sources, the Dockerfile."""
+    wheels = context / "wheelhouse"
+    wheels.mkdir()
+    shutil.copy(REQUIREMENTS, wheels / "requirements.txt")
+    download = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--only-binary=:all:",
+            "--no-deps",
+            "-r",
+            str(REQUIREMENTS),
+            "-d",
+            str(wheels),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if download.returncode != 0:
+        raise ConfigError(f"downloading the pinned wheels failed:\n{download.stderr[-2000:]}")
+    for top in SOURCES:
+        shutil.copytree(
+            ROOT / top,
+            context / "src" / top,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
-        if download.returncode != 0:
-            raise ConfigError(f"downloading the pinned wheels failed:\n{download.stderr[-2000:]}")
-        for top in SOURCES:
-            shutil.copytree(
-                ROOT / top,
-                context / "src" / top,
-                symlinks=True,
-                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            )
-        shutil.copy(DOCKERFILE, context / "Dockerfile")
-        try:
-            image, _ = client.images.build(
-                path=str(context), tag=tag, rm=True, forcerm=True, buildargs={"BASE": str(base.id)}
-            )
-        except Exception as exc:
-            raise ConfigError(f"building {tag} failed: {exc}") from exc
-    return str(image.id)
+    shutil.copy(DOCKERFILE, context / "Dockerfile")

@@ -349,8 +349,8 @@ class RedmineAdapter(SqlAdapter, SchemaStage, CheckHints):
         instance = RedmineInstance(url, boundary=boundary, services=(MAIL_PORT,), smtp=self.smtp)
         tracker = Tracker(instance, self.conninfo(world))
         try:
-            tracker.instance.serve(clock().now)  # attached under the seed's controls; episodes move it
-            listener = tracker.instance.process.listener(MAIL_PORT)
+            instance.serve(clock().now)  # attached under the seed's controls; episodes move it
+            listener = instance.process.listener(MAIL_PORT)
             if listener is not None:
                 tracker.outbox = Outbox(tracker.conninfo)
                 tracker.mail = SmtpService(listener, tracker.outbox.keep)

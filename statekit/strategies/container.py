@@ -62,6 +62,39 @@ def docker_client() -> Any:
     return client
 
 
+BASE_IMAGE = "statekit/base:bookworm"
+"""The local base image every statekit image is built on (``scripts/build-base-image.sh``: no
+registry is ever contacted)."""
+
+
+def image_on_base(
+    client: Any, repository: str, content: Callable[[str], str], context: Callable[[Path], None]
+) -> str:
+    """The id of the image ``repository:TAG`` built on the local base image (its Dockerfile takes it
+    as ``ARG BASE``), built first if missing. ``TAG`` is ``content(base image id)``, a hash of what
+    goes into the image, so it is rebuilt exactly when that or the base changes; ``context(folder)``
+    writes the build context, its Dockerfile included. A missing base image or a failed build is a
+    ConfigError saying what to do."""
+    try:
+        base = client.images.get(BASE_IMAGE)
+    except Exception as exc:
+        raise ConfigError(
+            f"base image {BASE_IMAGE} is missing: run scripts/build-base-image.sh as root"
+        ) from exc
+    tag = f"{repository}:{content(str(base.id))}"
+    with contextlib.suppress(Exception):
+        return str(client.images.get(tag).id)
+    with tempfile.TemporaryDirectory(prefix="statekit-image-") as folder:
+        context(Path(folder))
+        try:
+            image, _ = client.images.build(
+                path=folder, tag=tag, rm=True, forcerm=True, pull=False, buildargs={"BASE": str(base.id)}
+            )
+        except Exception as exc:
+            raise ConfigError(f"building {tag} failed: {exc}") from exc
+    return str(image.id)
+
+
 class ContainerPerEpisode(ResetStrategy):
     """Worlds are containers. ``World.location`` is the host path of the container's socket dir."""
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from statekit import ConfigError
+from statekit.kit import image_on_base
 from statekit_examples.adapters.code_env.sandbox import runner
 
 ROOT = Path(__file__).resolve().parents[3]
-BASE_IMAGE = "statekit/base:bookworm"
 REPOSITORY = "statekit/code-env"
 DOCKERFILE = ROOT / "images" / "code-env.Dockerfile"
 RUNNER = Path(runner.__file__)
@@ -34,24 +32,9 @@ def content_hash(base_id: str) -> str:
 
 def ensure_image(client: Any) -> str:
     """The id of the sandbox image, building it first if its content changed."""
-    try:
-        base = client.images.get(BASE_IMAGE)
-    except Exception as exc:
-        raise ConfigError(
-            f"base image {BASE_IMAGE} is missing: run scripts/build-base-image.sh as root"
-        ) from exc
-    tag = f"{REPOSITORY}:{content_hash(str(base.id))}"
-    try:
-        return str(client.images.get(tag).id)
-    except Exception:
-        pass
-    with tempfile.TemporaryDirectory(prefix="statekit-code-env-image-") as tmp:
-        shutil.copy(DOCKERFILE, Path(tmp) / "Dockerfile")
-        shutil.copy(RUNNER, Path(tmp) / "runner.py")
-        try:
-            image, _ = client.images.build(
-                path=tmp, tag=tag, rm=True, forcerm=True, pull=False, buildargs={"BASE": str(base.id)}
-            )
-        except Exception as exc:
-            raise ConfigError(f"building {tag} failed: {exc}") from exc
-    return str(image.id)
+    return image_on_base(client, REPOSITORY, content_hash, _context)
+
+
+def _context(context: Path) -> None:
+    shutil.copy(DOCKERFILE, context / "Dockerfile")
+    shutil.copy(RUNNER, context / "runner.py")
