@@ -13,13 +13,21 @@ to a world when it rewinds it. ``DjangoProject`` bridges the two:
   ``databases_entry``);
 - ``on(url)`` points the calling thread's connection at a world for a block: every build, step and
   verifier runs inside one, so environments sharing a process (or a thread pool) each reach their
-  own world; the connection stays open between blocks on the same world (no reconnect per step);
+  own world; the connection stays open between blocks on the same world (no reconnect per step),
+  and a thread's connections to its last few other worlds are parked open, not closed (``PARKED``);
+- ``keep(url, world)`` at an episode's end (``Episode.close``), before statekit rewinds the world:
+  the thread's connection to it is reset server-side (``DISCARD ALL``: no temporary table, prepared
+  statement, advisory lock, setting or sequence cache is left of the episode) and named to the
+  world's journal, which then spares it through the rewind (``Journal.keep``) instead of ending it:
+  the next episode on the world reuses a warm backend, with no reconnect and no backend exit beside
+  the rewind (most of a Django app's reset otherwise);
 - ``rewound(url)`` says statekit put the world back (call it from ``Adapter.on_rewind``): every
-  thread's connection to it was ended, so each is closed and reopened at its next ``on``, and what
-  Django's process caches hold of the old state (``ContentType``, ``Site``, local-memory caches,
-  ``mail.outbox``) is cleared; ``ended(url)`` does the first half where a world's connections must
-  go without a rewind (``Episode.quiesce`` before a snapshot, ``Adapter.detach``), and
-  ``building(url)`` is ``on`` for a build, ended with it (statekit captures the world next);
+  thread's connection to it was ended but a kept one, so each other is closed and reopened at its
+  next ``on``, and what Django's process caches hold of the old state (``ContentType``, ``Site``,
+  local-memory caches, ``mail.outbox``) is cleared; ``ended(url)`` does the first half where a
+  world's connections must go without a rewind (``Episode.quiesce`` before a snapshot,
+  ``Adapter.detach``), and ``building(url)`` is ``on`` for a build, ended with it (statekit
+  captures the world next);
 - ``migrate(url)`` runs the project's migrations on a world (``SchemaStage.build_schema``: once per
   fingerprint, then cloned for every seed).
 
@@ -30,13 +38,21 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
 from statekit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from statekit.world import World
+
+PARKED = 4
+"""Per thread, how many connections to other worlds stay open (the least recently used one beyond is
+closed): episodes that alternate between a few worlds reconnect to none of them."""
 
 
 def databases_entry(url: str) -> dict[str, Any]:
@@ -68,6 +84,11 @@ _WORLD_KEYS = ("NAME", "USER", "PASSWORD", "HOST", "PORT", "OPTIONS")
 """What differs between two worlds' entries: what ``on`` swaps on a thread's connection."""
 
 
+def _serves(connection: Any, wanted: dict[str, Any]) -> bool:
+    """Whether a Django connection is set up for the world of entry ``wanted``."""
+    return all(connection.settings_dict.get(key) == wanted[key] for key in _WORLD_KEYS)
+
+
 class DjangoProject:
     """One Django project (its settings module) serving statekit worlds; one per process and module."""
 
@@ -80,6 +101,9 @@ class DjangoProject:
         """Per world database (its name), how many times it was rewound: a thread's connection opened
         under an older generation is one the rewind ended."""
         self._opened = threading.local()
+        self._thread = threading.local()
+        """Per thread: ``parked`` (world name to its open connection, least recently used first) and
+        ``kept`` (world name to the backend ``keep`` reset and named to its journal)."""
 
     def setup(self, url: str | None = None) -> None:
         """Configure the project (once per process): its settings module, with ``DATABASES[alias]``
@@ -113,17 +137,75 @@ class DjangoProject:
         connection = connections[self.alias]
         wanted = databases_entry(url)
         name = wanted["NAME"]
-        generation = self._generations.get(name, 0)
-        current = {key: connection.settings_dict.get(key) for key in _WORLD_KEYS}
-        if (
-            current != {key: wanted[key] for key in _WORLD_KEYS}
-            or getattr(self._opened, name, 0) != generation
-        ):
-            connection.close()  # another world's, or one a rewind ended: reopened on first use
-            # a new dict: Django shares the settings dict between threads' connections of an alias
-            connection.settings_dict = {**connection.settings_dict, **wanted}
-            setattr(self._opened, name, generation)
+        if not _serves(connection, wanted):  # another world's: parked open, this world's taken out
+            connection = self._switch(connection, wanted)
+        if getattr(self._opened, name, 0) != self._generations.get(name, 0):
+            connection.close()  # one a rewind or an end ended: reopened on first use
+            setattr(self._opened, name, self._generations.get(name, 0))
         yield
+
+    def _switch(self, current: Any, wanted: dict[str, Any]) -> Any:
+        """The thread's connection for ``wanted``'s world, in place of ``current`` (parked if open)."""
+        from django.db import connections
+
+        parked = self._parked()
+        if current.connection is not None and current.settings_dict.get("NAME"):
+            parked[current.settings_dict["NAME"]] = current
+            parked.move_to_end(current.settings_dict["NAME"])
+        taken = parked.pop(wanted["NAME"], None)
+        if taken is None or not _serves(taken, wanted):
+            if taken is not None:
+                taken.close()
+            taken = connections.create_connection(self.alias)
+            # a new dict: Django shares the settings dict between threads' connections of an alias
+            taken.settings_dict = {**taken.settings_dict, **wanted}
+        while len(parked) > PARKED:
+            parked.popitem(last=False)[1].close()
+        connections[self.alias] = taken
+        return taken
+
+    def _parked(self) -> OrderedDict[str, Any]:
+        if not hasattr(self._thread, "parked"):
+            self._thread.parked = OrderedDict()
+            self._thread.kept = {}
+        parked: OrderedDict[str, Any] = self._thread.parked
+        return parked
+
+    def _connection_to(self, name: str) -> Any | None:
+        """This thread's connection to world ``name``: the current one, or a parked one."""
+        from django.db import connections
+
+        current = connections[self.alias]
+        if current.settings_dict.get("NAME") == name:
+            return current
+        return self._parked().get(name)
+
+    def keep(self, url: str, world: World) -> bool:
+        """Reset this thread's open connection to ``url``'s world server-side and name it to the world's
+        journal, which spares it through the next rewind (see the module); False if there is none to
+        keep (not open, inside a transaction). Call it at the episode's end, before the rewind."""
+        from statekit.postgres.journal import journals_of  # psycopg: not imported with statekit
+
+        if not self._ready:
+            return False
+        name = databases_entry(url)["NAME"]
+        connection = self._connection_to(name)
+        if connection is None or connection.connection is None:
+            return False
+        raw = connection.connection
+        if connection.in_atomic_block or raw.closed or raw.broken or not raw.autocommit:
+            return False
+        pid = int(raw.info.backend_pid)
+        try:
+            raw.execute("DISCARD ALL")  # psycopg forgets its prepared statements too
+            connection.init_connection_state()  # the time zone and role Django sets on a new connection
+            for journal in journals_of(world):
+                journal.keep([pid])
+        except Exception:  # a session (or journal) the episode broke, psycopg's or Django's error
+            return False
+        self._parked()  # (makes ``kept``)
+        self._thread.kept[name] = pid
+        return True
 
     @contextmanager
     def building(self, url: str) -> Iterator[None]:
@@ -143,17 +225,31 @@ class DjangoProject:
         with self._lock:
             self._generations[name] = self._generations.get(name, 0) + 1
         if self._ready:
-            from django.db import connections
-
-            connection = connections[self.alias]
-            if connection.settings_dict.get("NAME") == name:
+            self._parked()
+            self._thread.kept.pop(name, None)
+            parked = self._thread.parked.pop(name, None)
+            if parked is not None:
+                parked.close()
+            connection = self._connection_to(name)
+            if connection is not None:
                 connection.close()
 
     def rewound(self, url: str) -> None:
         """statekit put ``url``'s world back and ended its connections (call from
         ``Adapter.on_rewind``): every thread reconnects at its next ``on``, and the process's
         caches of the old state are cleared."""
-        self.ended(url)
+        name = databases_entry(url)["NAME"]
+        kept = self._thread.kept.pop(name, None) if hasattr(self._thread, "kept") else None
+        connection = self._connection_to(name) if kept is not None else None
+        with self._lock:
+            self._generations[name] = self._generations.get(name, 0) + 1
+            if (
+                connection is not None
+                and connection.connection is not None
+                and int(connection.connection.info.backend_pid) == kept
+                and connection.is_usable()  # spared: the rewind ends a session not idle after all
+            ):
+                setattr(self._opened, name, self._generations[name])
         if self._ready:
             clear_caches()
 

@@ -173,7 +173,14 @@ class RedmineInstance:
         self.process = AppProcess(
             puma(self.root / "app.sock"),
             socket=self.root / "app.sock",
-            environment={**ENVIRONMENT, "HOME": str(self.root), "REDMINE_INSTANCE": self.name},
+            # SCHEMA: where ``db:migrate`` dumps the schema it made (Rails' default is Redmine's own
+            # db/ directory, a file of Debian's package every instance would write)
+            environment={
+                **ENVIRONMENT,
+                "HOME": str(self.root),
+                "REDMINE_INSTANCE": self.name,
+                "SCHEMA": str(self.root / "schema.rb"),
+            },
             boundary=boundary or Boundary(),
             workdir=REDMINE,
             services=services,

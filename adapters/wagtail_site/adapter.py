@@ -101,8 +101,8 @@ TOOLS = [
 class EditorEpisode(Episode):
     """The editor on one world: every call runs on the calling thread's connection to it."""
 
-    def __init__(self, url: str, task: tasks.EditorTask) -> None:
-        self.url, self.task, self.tools = url, task, TOOLS
+    def __init__(self, world: World, url: str, task: tasks.EditorTask) -> None:
+        self.world, self.url, self.task, self.tools = world, url, task, TOOLS
 
     def observe(self) -> JSON:
         return {"task": self.task.prompt, "sections": [*content.SECTIONS, content.ARCHIVE]}
@@ -131,7 +131,10 @@ class EditorEpisode(Episode):
         PROJECT.ended(self.url)
 
     def close(self) -> None:
-        PROJECT.ended(self.url)  # before the rewind: a connection left open is ended by it, slower
+        # before the rewind: the connection is reset and kept through it (a warm backend for the next
+        # episode on this world), or, if it cannot be, ended (an open one the rewind ends is slower)
+        if not PROJECT.keep(self.url, self.world):
+            PROJECT.ended(self.url)
 
 
 def _editor() -> User:
@@ -290,7 +293,7 @@ class WagtailAdapter(SqlAdapter, SchemaStage, CheckHints):
             with PROJECT.on(url):
                 task = tasks.choose(kind, seed)
         assert isinstance(task, tasks.EditorTask)
-        return EditorEpisode(url, task)
+        return EditorEpisode(world, url, task)
 
     def reference_actions(self, task: Task) -> list[dict[str, JSON]]:
         assert isinstance(task, tasks.EditorTask)

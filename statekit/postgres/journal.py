@@ -189,6 +189,16 @@ class Journal:
             self.connection().execute(spare, (str(self._auditor.info.backend_pid),))
             self._audit = Audit(self._auditor, str(conninfo_to_dict(self.conninfo).get("dbname")))
 
+    def keep(self, pids: Sequence[int]) -> None:
+        """Spare these application sessions through the next move or mark only, if each is then idle
+        outside a transaction (``_statekit.quiet``); any other is ended as usual. The caller has reset
+        each server-side (``DISCARD ALL``: ``DjangoProject.keep``), so nothing of the episode's session
+        outlives the rewind but the warm backend itself."""
+        with self._lock:
+            self.connection().execute(
+                "SELECT set_config('statekit.keep', %s, false)", (",".join(str(int(pid)) for pid in pids),)
+            )
+
     def _audited(self) -> str | None:
         """Why the last sampled check refused the world (waiting for it), or None."""
         return self._audit.result() if self._audit is not None else None

@@ -153,16 +153,18 @@ END $$;
 -- settings on the database or on its application role (a role may set its own defaults), and that
 -- role's password. Read when a copy is first opened; a move refuses a world where it changed.
 CREATE FUNCTION _statekit.outside(app_role name) RETURNS text
-LANGUAGE sql STABLE {STABLE_IO} AS $$
-    SELECT concat_ws('; ',
+-- plpgsql, not sql: a SQL function with SET clauses is planned again on every call (0.4 ms of a move)
+LANGUAGE plpgsql STABLE {STABLE_IO} AS $$
+BEGIN
+    RETURN concat_ws('; ',
         (SELECT string_agg(format('%s settings %s', CASE WHEN s.setrole = 0 THEN 'database' ELSE 'role' END,
                                   array_to_string(s.setconfig, ', ')), '; ' ORDER BY s.setrole, s.setdatabase)
            FROM pg_db_role_setting s
           WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
              OR s.setrole = (SELECT oid FROM pg_roles WHERE rolname = app_role)),
         (SELECT 'role password ' || md5(coalesce(a.rolpassword, '') || coalesce(a.rolvaliduntil::text, ''))
-           FROM pg_authid a WHERE a.rolname = app_role))
-$$;
+           FROM pg_authid a WHERE a.rolname = app_role));
+END $$;
 REVOKE ALL ON FUNCTION _statekit.outside(name) FROM PUBLIC;
 
 -- The world as a few fingerprints: each journaled table's row count and the sum of its rows' hashes
@@ -249,20 +251,28 @@ $$;
 REVOKE ALL ON FUNCTION _statekit.unlike_golden(text) FROM PUBLIC;
 
 -- End every other connection to this world (waiting for each to exit) and refuse while prepared
--- transactions are open: nothing of the application's sessions may outlive a move or a mark.
+-- transactions are open: nothing of the application's sessions may outlive a move or a mark, except
+-- the sessions its adapter reset (DISCARD ALL) and named for this one move (``Journal.keep``), while
+-- they are idle outside a transaction.
 CREATE FUNCTION _statekit.quiet() RETURNS void
 LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
     me oid := (SELECT oid FROM pg_database WHERE datname = current_database());
     -- statekit's own idle auditor (postgres/audit.py), named by statekit's own session only
     spare int := nullif(current_setting('statekit.spare', true), '')::int;
+    -- the application's reset sessions (Journal.keep), named by statekit's own session for one move
+    kept int[] := string_to_array(nullif(current_setting('statekit.keep', true), ''), ',')::int[];
     pids int[];
 BEGIN
+    IF kept IS NOT NULL THEN  -- once: a session named for this move is ended by the next
+        PERFORM set_config('statekit.keep', '', false);
+    END IF;
     FOR pass IN 1..2 LOOP
         PERFORM pg_stat_clear_snapshot();  -- the list of backends is otherwise read once per transaction
         IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application may still be connected
             SELECT array_agg(a.pid) INTO pids FROM pg_stat_get_activity(NULL) a
-            WHERE a.datid = me AND a.pid <> pg_backend_pid() AND a.pid IS DISTINCT FROM spare;
+            WHERE a.datid = me AND a.pid <> pg_backend_pid() AND a.pid IS DISTINCT FROM spare
+              AND NOT (a.pid = ANY(coalesce(kept, '{{}}')) AND a.state = 'idle' AND a.xact_start IS NULL);
         ELSE
             pids := NULL;
         END IF;
@@ -301,7 +311,6 @@ CREATE FUNCTION _statekit.move(fwd int8multirange, back int8multirange, seqs jso
 RETURNS integer LANGUAGE plpgsql {STABLE_IO} AS $$
 DECLARE
     t record;
-    s record;
     moved integer := 0;
     n integer;
     now_outside text;
@@ -333,19 +342,14 @@ BEGIN
         EXECUTE format('SELECT _statekit.%I($1, $2)', t.undo) INTO n USING fwd, back;
         moved := moved + n;
     END LOOP;
-    FOR s IN
-        SELECT q.rel,
-               coalesce((seqs ->> q.rel::text)::jsonb, jsonb_build_array(q.last_value, q.is_called)) AS want
-        FROM _statekit.sequences q
-    LOOP
-        IF (s.want ->> 1)::boolean THEN
-            IF pg_sequence_last_value(s.rel) IS DISTINCT FROM (s.want ->> 0)::bigint THEN
-                PERFORM setval(s.rel, (s.want ->> 0)::bigint, true);
-            END IF;
-        ELSE
-            PERFORM setval(s.rel, (s.want ->> 0)::bigint, false);
-        END IF;
-    END LOOP;
+    -- one statement, not a loop (a plpgsql loop paid its expressions per sequence): a called sequence
+    -- is set only when its value differs, one not called always (its value cannot be read cheaply)
+    PERFORM setval(w.rel, w.value, w.called)
+    FROM (SELECT q.rel, (x.want ->> 0)::bigint AS value, (x.want ->> 1)::boolean AS called
+          FROM _statekit.sequences q,
+               LATERAL (SELECT coalesce((seqs ->> q.rel::text)::jsonb,
+                                        jsonb_build_array(q.last_value, q.is_called)) AS want) x) w
+    WHERE NOT w.called OR pg_sequence_last_value(w.rel) IS DISTINCT FROM w.value;
     IF verify THEN  -- back at the golden: every row, sequence and catalog entry must say so
         SELECT _statekit.unlike_golden() INTO differs;
         IF differs IS NOT NULL THEN

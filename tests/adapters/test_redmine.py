@@ -19,6 +19,7 @@ import statekit
 from statekit.checks import check_deterministic, rollout
 from statekit.kit import AdapterWrapper, EnvSettings, World
 from statekit_examples.adapters.redmine import RedmineAdapter, Tracker
+from statekit_examples.adapters.redmine.instance import REDMINE
 
 
 class RealClockRedmine(AdapterWrapper):
@@ -28,6 +29,16 @@ class RealClockRedmine(AdapterWrapper):
 
     def attach(self, world: World, settings: EnvSettings) -> Tracker:
         return self.inner.attach(world, EnvSettings(disabled_controls=frozenset({"clock"})))
+
+
+@pytest.fixture(autouse=True)
+def _redmine_is_left_as_installed() -> Iterator[None]:
+    """No test writes into Redmine's package directory: each instance keeps what it makes (the schema
+    ``db:migrate`` dumps included) in a directory of its own."""
+    schema = REDMINE / "db" / "schema.rb"
+    before = schema.stat().st_mtime_ns if schema.exists() else None
+    yield
+    assert (schema.stat().st_mtime_ns if schema.exists() else None) == before, f"{schema} was written"
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,38 @@ def test_a_rewound_world_is_served_again_with_fresh_connections_and_caches(pg_ur
         assert _titles(env) == before, "the step after a rewind reads the rewound world, not an error"
 
 
+def _session(env: statekit.Environment) -> tuple[int, bool]:
+    """This thread's Django backend on the environment's world, and whether a temporary table an
+    earlier episode's session made is there; makes one for the next look."""
+    from django.db import connection
+
+    with PROJECT.on(env.adapter.database_url(env.world)), connection.cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute("SELECT pg_backend_pid(), to_regclass('pg_temp.scratch') IS NOT NULL")
+        pid, leftover = cursor.fetchone()
+        cursor.execute("CREATE TEMP TABLE IF NOT EXISTS scratch (x int)")
+    return pid, leftover
+
+
+def test_the_connection_to_a_world_is_reset_and_kept_across_its_rewinds(pg_url: str) -> None:
+    """Each episode's session is reset at its end (what it made is gone) but its backend serves the
+    world's next episode, also when episodes alternate between two worlds: no reconnect."""
+    with statekit.make(WagtailAdapter, db_url=pg_url) as env:
+        seen: dict[int, list[tuple[int, bool, list[str]]]] = {7: [], 8: []}
+        for _ in range(3):
+            for seed in (7, 8):
+                _, info = env.reset(seed=seed, options={"task": "fix_title"})
+                pid, leftover = _session(env)
+                seen[seed].append((pid, leftover, _titles(env)))
+                for action in env.adapter.reference_actions(env.task)[:-1]:
+                    env.step(action)
+        assert info["world"] == "rewound"
+    for runs in seen.values():
+        assert len({pid for pid, _, _ in runs}) == 1, f"the world's backend changed: {runs}"
+        assert not any(leftover for _, leftover, _ in runs), "a session's temporary table outlived it"
+        assert len({tuple(titles) for _, _, titles in runs}) == 1
+    assert seen[7][0][0] != seen[8][0][0]
+
+
 def test_an_adapter_that_keeps_django_connected_across_a_rewind_is_told_the_fix(pg_url: str) -> None:
     with statekit.make(Forgetful, db_url=pg_url) as env:
         env.reset(seed=7, options={"task": "archive"})

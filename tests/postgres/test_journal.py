@@ -21,7 +21,7 @@ from statekit.digest.postgres import postgres_digest
 from statekit.digest.spec import DigestSpec
 from statekit.errors import RewindError
 from statekit.postgres import PostgresServer, audit
-from statekit.postgres.journal import Journal
+from statekit.postgres.journal import Journal, journals_of
 from statekit.postgres.server import to_conninfo
 from statekit.strategies.base import World
 from statekit.strategies.pg_template import PostgresTemplate
@@ -399,6 +399,33 @@ def test_no_connection_level_leftover_survives_a_rewind(
                 0,
             )
         assert first_difference(logical_state(url), golden_state) is None
+    finally:
+        strategy.discard(world)
+
+
+def test_a_session_named_to_keep_survives_one_rewind_only_and_only_while_idle(
+    strategy: PostgresTemplate, golden_state: dict[str, Any]
+) -> None:
+    """``Journal.keep``: a reset session named for the next rewind stays connected and sees the
+    golden; one named but inside a transaction is ended; the naming holds for one rewind."""
+    world = strategy.restore("golden")
+    url = _conninfo(world)
+    journal = next(journals_of(world))
+    try:
+        kept = psycopg.connect(_app(world), autocommit=True)
+        busy = psycopg.connect(_app(world), autocommit=True)
+        other = psycopg.connect(_app(world), autocommit=True)
+        kept.execute("INSERT INTO people (name) VALUES ('episode')")
+        busy.execute("BEGIN")
+        busy.execute("UPDATE people SET name = 'uncommitted' WHERE id = 2")
+        kept.execute("DISCARD ALL")
+        journal.keep([kept.info.backend_pid, busy.info.backend_pid])
+        strategy.rewind(world)
+        assert _dead(busy) and _dead(other), "only the idle session named to keep is spared"
+        assert kept.execute("SELECT count(*) FROM people WHERE name = 'episode'").fetchone() == (0,)
+        assert first_difference(logical_state(url), golden_state) is None
+        strategy.rewind(world)  # not named again: ended like any other
+        assert _dead(kept)
     finally:
         strategy.discard(world)
 
