@@ -149,7 +149,9 @@ class DjangoProject:
         from django.db import connections
 
         parked = self._parked()
-        if current.connection is not None and current.settings_dict.get("NAME"):
+        if current.in_atomic_block:  # a transaction is not parked: closed, as it always was
+            current.close()
+        elif current.connection is not None and current.settings_dict.get("NAME"):
             parked[current.settings_dict["NAME"]] = current
             parked.move_to_end(current.settings_dict["NAME"])
         taken = parked.pop(wanted["NAME"], None)
@@ -195,11 +197,20 @@ class DjangoProject:
         raw = connection.connection
         if connection.in_atomic_block or raw.closed or raw.broken or not raw.autocommit:
             return False
+        from django.db.backends.signals import connection_created
+        from psycopg.conninfo import conninfo_to_dict
+
         pid = int(raw.info.backend_pid)
+        ours = [j for j in journals_of(world) if conninfo_to_dict(j.conninfo).get("dbname") == name]
+        if not ours:  # a world without a journal: its strategy ends the connection its own way
+            return False
         try:
             raw.execute("DISCARD ALL")  # psycopg forgets its prepared statements too
-            connection.init_connection_state()  # the time zone and role Django sets on a new connection
-            for journal in journals_of(world):
+            # what Django and the project do to a new connection: its time zone and role, then the
+            # project's connection_created receivers (a search_path, a statement timeout, ...)
+            connection.init_connection_state()
+            connection_created.send(sender=connection.__class__, connection=connection)
+            for journal in ours:
                 journal.keep([pid])
         except Exception:  # a session (or journal) the episode broke, psycopg's or Django's error
             return False
@@ -240,18 +251,22 @@ class DjangoProject:
         caches of the old state are cleared."""
         name = databases_entry(url)["NAME"]
         kept = self._thread.kept.pop(name, None) if hasattr(self._thread, "kept") else None
-        connection = self._connection_to(name) if kept is not None else None
         with self._lock:
             self._generations[name] = self._generations.get(name, 0) + 1
-            if (
-                connection is not None
-                and connection.connection is not None
-                and int(connection.connection.info.backend_pid) == kept
-                and connection.is_usable()  # spared: the rewind ends a session not idle after all
-            ):
-                setattr(self._opened, name, self._generations[name])
+            generation = self._generations[name]
+        if kept is not None and self._survived(self._connection_to(name), kept):
+            setattr(self._opened, name, generation)  # this thread's kept connection serves on
         if self._ready:
             clear_caches()
+
+    @staticmethod
+    def _survived(connection: Any, pid: int) -> bool:
+        """Whether ``connection`` is still the session ``keep`` named (the rewind spared it: it ends
+        a session that was not idle after all)."""
+        raw = connection.connection if connection is not None else None
+        if raw is None or raw.closed or raw.broken or int(raw.info.backend_pid) != pid:
+            return False
+        return bool(connection.is_usable())
 
     def migrate(self, url: str) -> None:
         """Apply every migration of the project to ``url``'s world (quietly; fails loudly): the

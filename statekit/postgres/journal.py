@@ -125,6 +125,8 @@ class Journal:
         self._open_from = 1
         self._available: str | bool | None = True  # True: not known yet; None: available; str: why not
         self._outside = ""
+        self._keeping = False
+        """Whether sessions named to keep wait for the next move or mark (``keep``)."""
         """``_statekit.outside(role)`` when the copy was first opened, before any episode touched it."""
         self.tail = Tail(self, None)
         """What the journal gained lately, shared by the controls that watch it (``tail.py``)."""
@@ -198,6 +200,7 @@ class Journal:
             self.connection().execute(
                 "SELECT set_config('statekit.keep', %s, false)", (",".join(str(int(pid)) for pid in pids),)
             )
+            self._keeping = bool(pids)
 
     def _audited(self) -> str | None:
         """Why the last sampled check refused the world (waiting for it), or None."""
@@ -244,7 +247,7 @@ class Journal:
     def mark(self) -> Mark:
         """A bookmark of the world as it is now. The application's connections are ended first so no
         transaction straddles the mark."""
-        with self._lock:
+        with self._lock, self._kept_once():
             reason = self.dirty()
             if reason:
                 raise RewindError(reason)
@@ -263,14 +266,28 @@ class Journal:
             try:
                 conn = self.connection()
                 row = conn.execute(query, params).fetchone()
-                assert row is not None
-                return tuple(row)
             except psycopg.Error as exc:
                 if "statekit-prepared" in _first_line(exc) and roll_back_prepared and attempt == 1:
                     rollback_prepared(conn)
-                    continue
+                    continue  # (the kept sessions, restored by the rollback, are for this try too)
                 raise _rewind_error(exc) from exc
+            assert row is not None
+            self._keeping = False  # quiet() took them
+            return tuple(row)
         raise AssertionError("unreachable")
+
+    @contextmanager
+    def _kept_once(self) -> Iterator[None]:
+        """Sessions named to keep (``keep``) are for the move or mark in the block only: forgotten when
+        it fails, before or in ``quiet()`` (whose clearing the failed call's rollback undid)."""
+        try:
+            yield
+        except BaseException:
+            if self._keeping:
+                self._keeping = False
+                with suppress(psycopg.Error):
+                    self.connection().execute("SELECT set_config('statekit.keep', '', false)")
+            raise
 
     def move(self, to: Mark | None, *, reset: bool = False, verify: bool = False) -> int:
         """Put the world at ``to`` (None: the golden). ``reset`` (only with ``to=None``) also empties the
@@ -284,7 +301,7 @@ class Journal:
         """
         if (reset or verify) and to is not None:
             raise ValueError("reset and verify are for a move to the golden only")
-        with self._lock:
+        with self._lock, self._kept_once():
             missing = self.unavailable() or self._audited()
             if missing:
                 raise RewindError(missing)
@@ -330,7 +347,7 @@ class Journal:
             flat: list[tuple[str, int, str]] = [(str(t), int(n), str(img)) for t, n, img in rows]
         except (KeyError, TypeError, ValueError) as exc:
             raise RewindError(f"not a journal's changes: {exc}") from exc
-        with self._lock:
+        with self._lock, self._kept_once():
             missing = self.unavailable() or self._audited()  # a tainted journal: the move below refuses
             if missing:
                 raise RewindError(missing)

@@ -430,6 +430,22 @@ def test_a_session_named_to_keep_survives_one_rewind_only_and_only_while_idle(
         strategy.discard(world)
 
 
+def test_sessions_named_to_keep_are_forgotten_by_a_move_that_fails(strategy: PostgresTemplate) -> None:
+    """The failed move's rollback would restore the names for the next move: they are cleared."""
+    world = strategy.restore("golden")
+    journal = next(journals_of(world))
+    try:
+        _sql(_conninfo(world), "CREATE TABLE scratch (x int)")  # DDL: the journal cannot rewind it now
+        with psycopg.connect(_app(world), autocommit=True) as app:
+            journal.keep([app.info.backend_pid])
+            with pytest.raises(RewindError):
+                journal.move(None)
+            named = journal.connection().execute("SELECT current_setting('statekit.keep', true)").fetchone()
+            assert named == ("",)
+    finally:
+        strategy.discard(world)
+
+
 def _dead(conn: psycopg.Connection[Any]) -> bool:
     try:
         conn.execute("SELECT 1")
