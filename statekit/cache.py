@@ -72,10 +72,11 @@ INDEX_FORMAT = 1
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-WORLD_FORMAT = "7"
+WORLD_FORMAT = "8"
 """Part of every world key: goldens built before the journal (2), the world roles (3), quiet()'s
 millisecond wait (4), its sparing of statekit's auditor (5), the comparison the auditor runs (6) and
-a move's plpgsql ``outside``, one-statement sequences and the sessions it keeps (7) are not reused."""
+a move's plpgsql ``outside``, one-statement sequences and the sessions it keeps (7), and quiet() not
+waiting out the exit of an idle backend holding nothing (8) are not reused."""
 
 
 def world_key(fingerprint: dict[str, str], seed: int) -> str:

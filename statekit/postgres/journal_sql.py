@@ -278,12 +278,16 @@ BEGIN
         END IF;
         IF pids IS NOT NULL THEN
             PERFORM pg_terminate_backend(p) FROM unnest(pids) p;
-            -- wait (5 s at most) until each has aborted its transaction and left, looking every
-            -- millisecond: pg_terminate_backend's own wait looks every 100 ms, and a backend not gone
-            -- at its first look cost a reset 100 ms
+            -- wait (5 s at most) until none is in a transaction or holds a lock (an advisory lock
+            -- included), looking every millisecond: pg_terminate_backend's own wait looks every 100 ms.
+            -- A terminated backend that was idle and holds nothing can only exit (its next read from
+            -- its client ends it), so its exit, milliseconds of clean-up on a busy machine, is not
+            -- waited for
             FOR i IN 1..5000 LOOP
                 PERFORM pg_stat_clear_snapshot();
-                EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(NULL) a WHERE a.pid = ANY(pids));
+                EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(NULL) a WHERE a.pid = ANY(pids)
+                                      AND (a.state IS DISTINCT FROM 'idle' OR a.xact_start IS NOT NULL))
+                      AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = ANY(pids));
                 IF i = 5000 THEN
                     RAISE WARNING 'statekit: backends % did not end within 5 s of being terminated', pids;
                 END IF;
