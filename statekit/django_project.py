@@ -41,6 +41,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
@@ -84,6 +85,19 @@ _WORLD_KEYS = ("NAME", "USER", "PASSWORD", "HOST", "PORT", "OPTIONS")
 """What differs between two worlds' entries: what ``on`` swaps on a thread's connection."""
 
 
+@dataclass
+class _Thread:
+    """One thread's connections to worlds."""
+
+    opened: dict[str, int] = field(default_factory=dict)
+    """Per world name, the generation (``DjangoProject._generations``) its connection was opened in."""
+    parked: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    """Per world name, its open connection while another world's is current (least recently used
+    first)."""
+    kept: dict[str, int] = field(default_factory=dict)
+    """Per world name, the backend ``keep`` reset and named to its journal."""
+
+
 def _serves(connection: Any, wanted: dict[str, Any]) -> bool:
     """Whether a Django connection is set up for the world of entry ``wanted``."""
     return all(connection.settings_dict.get(key) == wanted[key] for key in _WORLD_KEYS)
@@ -100,10 +114,7 @@ class DjangoProject:
         self._generations: dict[str, int] = {}
         """Per world database (its name), how many times it was rewound: a thread's connection opened
         under an older generation is one the rewind ended."""
-        self._opened = threading.local()
-        self._thread = threading.local()
-        """Per thread: ``parked`` (world name to its open connection, least recently used first) and
-        ``kept`` (world name to the backend ``keep`` reset and named to its journal)."""
+        self._local = threading.local()
 
     def setup(self, url: str | None = None) -> None:
         """Configure the project (once per process): its settings module, with ``DATABASES[alias]``
@@ -139,16 +150,17 @@ class DjangoProject:
         name = wanted["NAME"]
         if not _serves(connection, wanted):  # another world's: parked open, this world's taken out
             connection = self._switch(connection, wanted)
-        if getattr(self._opened, name, 0) != self._generations.get(name, 0):
+        opened = self._thread().opened
+        if opened.get(name, 0) != self._generations.get(name, 0):
             connection.close()  # one a rewind or an end ended: reopened on first use
-            setattr(self._opened, name, self._generations.get(name, 0))
+            opened[name] = self._generations.get(name, 0)
         yield
 
     def _switch(self, current: Any, wanted: dict[str, Any]) -> Any:
         """The thread's connection for ``wanted``'s world, in place of ``current`` (parked if open)."""
         from django.db import connections
 
-        parked = self._parked()
+        parked = self._thread().parked
         if current.in_atomic_block:  # a transaction is not parked: closed, as it always was
             current.close()
         elif current.connection is not None and current.settings_dict.get("NAME"):
@@ -166,12 +178,12 @@ class DjangoProject:
         connections[self.alias] = taken
         return taken
 
-    def _parked(self) -> OrderedDict[str, Any]:
-        if not hasattr(self._thread, "parked"):
-            self._thread.parked = OrderedDict()
-            self._thread.kept = {}
-        parked: OrderedDict[str, Any] = self._thread.parked
-        return parked
+    def _thread(self) -> _Thread:
+        """The calling thread's connections."""
+        if not hasattr(self._local, "state"):
+            self._local.state = _Thread()
+        state: _Thread = self._local.state
+        return state
 
     def _connection_to(self, name: str) -> Any | None:
         """This thread's connection to world ``name``: the current one, or a parked one."""
@@ -180,7 +192,7 @@ class DjangoProject:
         current = connections[self.alias]
         if current.settings_dict.get("NAME") == name:
             return current
-        return self._parked().get(name)
+        return self._thread().parked.get(name)
 
     def keep(self, url: str, world: World) -> bool:
         """Reset this thread's open connection to ``url``'s world server-side and name it to the world's
@@ -198,10 +210,9 @@ class DjangoProject:
         if connection.in_atomic_block or raw.closed or raw.broken or not raw.autocommit:
             return False
         from django.db.backends.signals import connection_created
-        from psycopg.conninfo import conninfo_to_dict
 
         pid = int(raw.info.backend_pid)
-        ours = [j for j in journals_of(world) if conninfo_to_dict(j.conninfo).get("dbname") == name]
+        ours = [journal for journal in journals_of(world) if journal.database == name]
         if not ours:  # a world without a journal: its strategy ends the connection its own way
             return False
         try:
@@ -214,8 +225,7 @@ class DjangoProject:
                 journal.keep([pid])
         except Exception:  # a session (or journal) the episode broke, psycopg's or Django's error
             return False
-        self._parked()  # (makes ``kept``)
-        self._thread.kept[name] = pid
+        self._thread().kept[name] = pid
         return True
 
     @contextmanager
@@ -236,9 +246,9 @@ class DjangoProject:
         with self._lock:
             self._generations[name] = self._generations.get(name, 0) + 1
         if self._ready:
-            self._parked()
-            self._thread.kept.pop(name, None)
-            parked = self._thread.parked.pop(name, None)
+            thread = self._thread()
+            thread.kept.pop(name, None)
+            parked = thread.parked.pop(name, None)
             if parked is not None:
                 parked.close()
             connection = self._connection_to(name)
@@ -250,12 +260,12 @@ class DjangoProject:
         ``Adapter.on_rewind``): every thread reconnects at its next ``on``, and the process's
         caches of the old state are cleared."""
         name = databases_entry(url)["NAME"]
-        kept = self._thread.kept.pop(name, None) if hasattr(self._thread, "kept") else None
+        kept = self._thread().kept.pop(name, None)
         with self._lock:
             self._generations[name] = self._generations.get(name, 0) + 1
             generation = self._generations[name]
         if kept is not None and self._survived(self._connection_to(name), kept):
-            setattr(self._opened, name, generation)  # this thread's kept connection serves on
+            self._thread().opened[name] = generation  # this thread's kept connection serves on
         if self._ready:
             clear_caches()
 

@@ -115,6 +115,8 @@ class Journal:
     def __init__(self, conninfo: str, *, bound: int = DEFAULT_BOUND, role: str | None = None) -> None:
         self.conninfo = conninfo
         """statekit's own (superuser) connection string to the world."""
+        self.database = str(conninfo_to_dict(conninfo).get("dbname"))
+        """The world's database name."""
         self.bound = bound
         self.role = role
         """The application's login role on this world (``statekit.postgres.roles``), if it has one."""
@@ -125,9 +127,9 @@ class Journal:
         self._open_from = 1
         self._available: str | bool | None = True  # True: not known yet; None: available; str: why not
         self._outside = ""
+        """``_statekit.outside(role)`` when the copy was first opened, before any episode touched it."""
         self._keeping = False
         """Whether sessions named to keep wait for the next move or mark (``keep``)."""
-        """``_statekit.outside(role)`` when the copy was first opened, before any episode touched it."""
         self.tail = Tail(self, None)
         """What the journal gained lately, shared by the controls that watch it (``tail.py``)."""
         self._audit: Audit | None = None
@@ -189,7 +191,7 @@ class Journal:
                 self._auditor = auditor(self.conninfo)
             spare = "SELECT set_config('statekit.spare', %s, false)"  # quiet() spares it from now on
             self.connection().execute(spare, (str(self._auditor.info.backend_pid),))
-            self._audit = Audit(self._auditor, str(conninfo_to_dict(self.conninfo).get("dbname")))
+            self._audit = Audit(self._auditor, self.database)
 
     def keep(self, pids: Sequence[int]) -> None:
         """Spare these application sessions through the next move or mark only, if each is then idle

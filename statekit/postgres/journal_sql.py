@@ -261,10 +261,11 @@ DECLARE
     -- statekit's own idle auditor (postgres/audit.py), named by statekit's own session only
     spare int := nullif(current_setting('statekit.spare', true), '')::int;
     -- the application's reset sessions (Journal.keep), named by statekit's own session for one move
-    kept int[] := string_to_array(nullif(current_setting('statekit.keep', true), ''), ',')::int[];
+    kept int[] := coalesce(string_to_array(nullif(current_setting('statekit.keep', true), ''), ',')::int[],
+                           '{{}}');
     pids int[];
 BEGIN
-    IF kept IS NOT NULL THEN  -- once: a session named for this move is ended by the next
+    IF kept <> '{{}}' THEN  -- once: a session named for this move is ended by the next
         PERFORM set_config('statekit.keep', '', false);
     END IF;
     FOR pass IN 1..2 LOOP
@@ -272,7 +273,7 @@ BEGIN
         IF pg_stat_get_db_numbackends(me) > 1 THEN  -- the application may still be connected
             SELECT array_agg(a.pid) INTO pids FROM pg_stat_get_activity(NULL) a
             WHERE a.datid = me AND a.pid <> pg_backend_pid() AND a.pid IS DISTINCT FROM spare
-              AND NOT (a.pid = ANY(coalesce(kept, '{{}}')) AND a.state = 'idle' AND a.xact_start IS NULL);
+              AND NOT (a.pid = ANY(kept) AND a.state = 'idle' AND a.xact_start IS NULL);
         ELSE
             pids := NULL;
         END IF;
