@@ -1,7 +1,7 @@
 """Reset latency as a trainer pays it: ``env.reset`` end to end, back to back, episodes of a few steps.
 
-    python benchmarks/reset.py [--episodes 60] [--scales 1,145,1450] [--no-wide] [--no-kit] [--no-django]
-                               [--db-url URL]
+    python benchmarks/reset.py [--episodes 60] [--turns 150] [--scales 1,145,1450] [--no-wide] [--no-kit]
+                               [--no-django] [--db-url URL]
 
 Every column but the first and the last two times ``env.reset`` from ``statekit.make`` exactly as a
 trainer calls it: reset, play the task's reference script (two to four steps that write), reset
@@ -20,11 +20,19 @@ PyPI, ``adapters/wagtail_site``, whose migrations are its schema stage):
 - ROLLBACK floor: the same row changes applied in a transaction, then rolled back: the cost of
   undoing them that no reset can beat;
 - fork: ``env.snapshot()`` then ``env.restore()`` mid-episode.
+
+Then every world's ratio to claims' (scale 1) comes from one more loop, side by side: the worlds'
+environments open together, one episode of each in turn, so both sides of a ratio see the same machine
+(load, caches, the server's state). Measured one world after another, minutes apart, the ratio swung
+with the machine (1.45 to 2.46 for Wagtail over two runs on the same clone); in turn it settles. A
+world's reset costs more in turn than alone (its caches are no longer warm from its own last reset),
+so these figures are not the table's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -72,6 +80,28 @@ def reset_latencies(make: Callable[[], statekit.Environment], episodes: int) -> 
             samples.append(time.perf_counter() - t0)
             _play(env, seed)
         return samples, env.strategy
+
+
+def side_by_side(
+    makes: dict[str, Callable[[], statekit.Environment]], episodes: int
+) -> dict[str, list[float]]:
+    """``env.reset`` times of several worlds measured in turn: each round resets every world once (and
+    plays its episode), so every world's samples are taken across the same stretch of the machine."""
+    with contextlib.ExitStack() as stack:
+        envs = {name: stack.enter_context(make()) for name, make in makes.items()}
+        for env in envs.values():
+            for seed in SEEDS:
+                env.reset(seed=seed)
+                _play(env, seed)
+        samples: dict[str, list[float]] = {name: [] for name in envs}
+        for i in range(episodes):
+            seed = SEEDS[i % len(SEEDS)]
+            for name, env in envs.items():
+                t0 = time.perf_counter()
+                env.reset(seed=seed)
+                samples[name].append(time.perf_counter() - t0)
+                _play(env, seed)
+        return samples
 
 
 def rewind_parts(make: Callable[[], statekit.Environment], episodes: int) -> dict[str, list[float]]:
@@ -202,6 +232,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--rebuilds", type=int, default=2)
     parser.add_argument(
+        "--turns", type=int, default=150, help="rounds of the side-by-side loop (one reset of each world)"
+    )
+    parser.add_argument(
         "--scales", default="1,145,1450", help="claims fixture scales: ~10 MB, ~100 MB, ~1 GB"
     )
     parser.add_argument("--no-wide", action="store_true", help="skip the wide world of 100 small tables")
@@ -212,6 +245,7 @@ def main() -> None:
     parser.add_argument("--db-url", default=None)
     args = parser.parse_args()
     rows = []
+    others: dict[str, Callable[[], Any]] = {}
     for scale in (int(s) for s in args.scales.split(",")):
         rebuild_runs = args.rebuilds if scale < 1000 else 1
         rows.append(
@@ -224,12 +258,22 @@ def main() -> None:
             )
         )
     if not args.no_wide:
-        rows.append(measure("wide: 100 tables", WideWorld, args.episodes, args.rebuilds, args.db_url))
+        others["wide: 100 tables"] = WideWorld
     if not args.no_kit:
-        name = "helpdesk: kit, web app"
-        rows.append(measure(name, HelpdeskAdapter, args.episodes, args.rebuilds, args.db_url))
+        others["helpdesk: kit, web app"] = HelpdeskAdapter
     if not args.no_django:
-        rows.append(measure("wagtail: Django CMS", WagtailAdapter, args.episodes, args.rebuilds, args.db_url))
+        others["wagtail: Django CMS"] = WagtailAdapter
+    for name, adapter in others.items():
+        rows.append(measure(name, adapter, args.episodes, args.rebuilds, args.db_url))
+    smallest = min(int(s) for s in args.scales.split(","))
+    reference = f"claims scale {smallest}"
+    in_turn = side_by_side(
+        {
+            name: (lambda a=adapter: statekit.make(a(), db_url=args.db_url))
+            for name, adapter in {reference: lambda: ClaimsAdapter(scale=smallest), **others}.items()
+        },
+        args.turns,
+    )
 
     def p(samples: list[float], q: float = 0.5) -> float:
         return percentile_ms(samples, q)
@@ -269,16 +313,18 @@ def main() -> None:
             f"rewind p50, largest ÷ smallest claims world: {ratio:.2f}"
             f" ({claims[-1]['size']:.0f} MB vs {claims[0]['size']:.0f} MB)"
         )
-    if claims:
-        for r in rows[len(claims) :]:
+    base = p(in_turn[reference])
+    console.print(
+        f"side by side ({args.turns} rounds, one reset of each world in turn), "
+        f"rewind p50 / p99 ms and ÷ {reference}:"
+    )
+    for name, samples in in_turn.items():
+        console.print(f"  {name}: {p(samples):.2f} / {p(samples, 0.99):.2f}, {p(samples) / base:.2f}x")
+    for r in rows:
+        if r["staged"]:
             console.print(
-                f"rewind p50, {r['name']} ÷ claims scale {claims[0]['name'].split()[-1]}: "
-                f"{p(r['rewind']) / p(claims[0]['rewind']):.2f}"
-                + (
-                    f"; its build on the schema stage ÷ from nothing: {p(r['staged']) / p(r['rebuild']):.2f}"
-                    if r["staged"]
-                    else ""
-                )
+                f"{r['name']}: its build on the schema stage ÷ from nothing: "
+                f"{p(r['staged']) / p(r['rebuild']):.2f}"
             )
     for r in rows:
         if r["stats"]["fallbacks"]:
