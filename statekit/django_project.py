@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import make_url
 
 from statekit.errors import ConfigError
+from statekit.kept import keep_session
 
 if TYPE_CHECKING:
     from statekit.world import World
@@ -198,8 +199,6 @@ class DjangoProject:
         """Reset this thread's open connection to ``url``'s world server-side and name it to the world's
         journal, which spares it through the next rewind (see the module); False if there is none to
         keep (not open, inside a transaction). Call it at the episode's end, before the rewind."""
-        from statekit.postgres.journal import journals_of  # psycopg: not imported with statekit
-
         if not self._ready:
             return False
         name = databases_entry(url)["NAME"]
@@ -211,19 +210,14 @@ class DjangoProject:
             return False
         from django.db.backends.signals import connection_created
 
-        pid = int(raw.info.backend_pid)
-        ours = [journal for journal in journals_of(world) if journal.database == name]
-        if not ours:  # a world without a journal: its strategy ends the connection its own way
-            return False
-        try:
-            raw.execute("DISCARD ALL")  # psycopg forgets its prepared statements too
+        def renew() -> None:
             # what Django and the project do to a new connection: its time zone and role, then the
             # project's connection_created receivers (a search_path, a statement timeout, ...)
             connection.init_connection_state()
             connection_created.send(sender=connection.__class__, connection=connection)
-            for journal in ours:
-                journal.keep([pid])
-        except Exception:  # a session (or journal) the episode broke, psycopg's or Django's error
+
+        pid = int(raw.info.backend_pid)
+        if not keep_session(raw, name, world, renew):
             return False
         self._thread().kept[name] = pid
         return True

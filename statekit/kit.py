@@ -40,6 +40,7 @@ from statekit.digest.files import directory_digest, file_dump, file_rows, file_t
 from statekit.digest.postgres import SEQUENCES_PREFIX, postgres_digest, postgres_dump
 from statekit.digest.spec import DigestSpec, TableSpec
 from statekit.django_project import DjangoProject, databases_entry
+from statekit.kept import keep_pooled
 from statekit.mail import Mail, SmtpService
 from statekit.postgres import PostgresServer, ServerLease
 from statekit.postgres.journal import DEFAULT_BOUND as JOURNAL_BOUND
@@ -146,6 +147,7 @@ __all__ = [
     "file_tables",
     "hash_rows",
     "image_on_base",
+    "keep_pooled",
     "merge",
     "postgres_digest",
     "postgres_dump",

@@ -47,6 +47,7 @@ from statekit.kit import (
     WebApp,
     World,
     episode_replay,
+    keep_pooled,
 )
 from statekit_examples.adapters.claims_app.image import ensure_image
 from statekit_examples.adapters.claims_app.tasks import AGENT, KINDS, ClaimsTask, choose_task
@@ -82,8 +83,9 @@ class ClaimsApp:
 
     The engine, the FastAPI app on its in-process transport (``WebApp``: one event loop for the
     app's life, no thread per request) and the agent's login token are built once per world.
-    Connections are not kept: statekit ends them when it rewinds the world, and each episode releases
-    the pool when it ends (the engine reconnects on the next request).
+    One connection is kept across episodes: each episode's end resets it server-side and names it to
+    the world's journal, which spares it through the rewind (``statekit.kit.keep_pooled``); the pool
+    pings it before use (``pool_pre_ping``) and reconnects if the rewind ended it after all.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -171,6 +173,7 @@ class ClaimsEpisode(Episode):
     ) -> None:
         self.app = app
         self.task = task
+        self.world = world
         self.tools = TOOLS
         if app.web is not None:
             app.web.forget_cookies()  # each episode is a new visitor (the app sets none today)
@@ -229,7 +232,7 @@ class ClaimsEpisode(Episode):
             self.background.stop()
             self.background = None
         self._stack.close()
-        self.app.engine.dispose()
+        keep_pooled(self.app.engine, self.world)  # its connection serves the next episode on the world
 
 
 class ClaimsAdapter(SqlAdapter, CheckHints, ToolSchemas, AssayHooks, LiveServices, ContainerImage):
@@ -357,7 +360,6 @@ class ClaimsAdapter(SqlAdapter, CheckHints, ToolSchemas, AssayHooks, LiveService
                     task = choose_task(session, seed, wanted, list(settings.task_pool))
                 except ValueError as exc:
                     raise ConfigError(str(exc)) from exc
-            app.engine.dispose()
         assert isinstance(task, ClaimsTask)
         replay = episode_replay(self.cassette(seed), settings)
         return ClaimsEpisode(app, task, replay=replay, drain_jobs=settings.control_on("jobs"), world=world)

@@ -53,6 +53,41 @@ def test_resets_rewind_one_world_and_the_application_stays_warm(pg_url: str) -> 
         assert first["strategy"] == "rewind(composite(db=template,uploads=cow(overlay)))"
 
 
+def _app_session(env: statekit.Environment) -> tuple[int, str, int]:
+    """The claims app's pooled connection: its backend, a session setting, its temporary tables."""
+    app = env._live.episode.app  # type: ignore[union-attr]
+    with app.engine.connect() as connection:
+        raw = connection.connection.driver_connection
+        row = raw.execute(
+            "SELECT pg_backend_pid(), current_setting('application_name'), "
+            "(SELECT count(*) FROM pg_class WHERE relpersistence = 't')"
+        ).fetchone()
+        raw.rollback()
+    return int(row[0]), str(row[1]), int(row[2])
+
+
+def test_the_apps_connection_is_reset_and_kept_across_rewinds(pg_url: str) -> None:
+    """The episode's end resets the app's pooled session server-side (``keep_pooled``) and the rewind
+    spares it: the next episode runs on the same backend with none of the last one's session state,
+    and replays stay identical."""
+    with statekit.make("claims_app", db_url=pg_url) as env:
+        env.reset(seed=7)
+        script = env.adapter.reference_actions(env.task)
+        first = [env.step(action)[:2] for action in script]
+        pid, name, temporary = _app_session(env)
+        app = env._live.episode.app  # type: ignore[union-attr]
+        with app.engine.connect() as connection:  # what an episode could leave in its session
+            raw = connection.connection.driver_connection
+            raw.execute("SET application_name = 'left by the episode'")
+            raw.execute("CREATE TEMPORARY TABLE leftover (x int)")
+            raw.commit()
+        assert _app_session(env) == (pid, "left by the episode", temporary + 1)
+        _, info = env.reset(seed=7)
+        assert info["world"] == "rewound"
+        assert _app_session(env) == (pid, name, temporary), "the same backend, its session as new"
+        assert [env.step(action)[:2] for action in script] == first
+
+
 @pytest.mark.parametrize(
     ("statement", "reason"),
     [

@@ -29,6 +29,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "seeds",
         "web_app",
         "django_project",
+        "kept",
         "process_app",
         "sinkhole",
         "mail",
