@@ -228,11 +228,16 @@ class ClaimsEpisode(Episode):
         self.app.engine.dispose()
 
     def close(self) -> None:
+        straggler = False
         if self.background is not None:
             self.background.stop()
+            straggler = self.background.thread.is_alive()  # still in a job: it may hold a connection
             self.background = None
         self._stack.close()
-        keep_pooled(self.app.engine, self.world)  # its connection serves the next episode on the world
+        if straggler:
+            self.app.engine.dispose()
+        else:
+            keep_pooled(self.app.engine, self.world)  # its connection serves the next episode on the world
 
 
 class ClaimsAdapter(SqlAdapter, CheckHints, ToolSchemas, AssayHooks, LiveServices, ContainerImage):
