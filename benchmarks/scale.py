@@ -3,7 +3,7 @@
     python benchmarks/scale.py [--seconds 15] [--clients 4] [--episodes 16] [--steps 400] [--skip-ray]
 
 Everything is timed as a user pays it, end to end, with the defaults (embedded PostgreSQL under
-``$STATEKIT_HOME``, the claims app's ``template`` strategy):
+``$STATEKIT_HOME``, the claims app's default ``rewind`` strategy):
 
 * **harness**: ``statekit serve claims_app --workers W`` as a subprocess; ``--clients`` threads, each
   with its own session (``RemoteEnvironment``), play claims episodes for ``--seconds``: a reset,
