@@ -206,7 +206,7 @@ class DjangoProject:
         if connection is None or connection.connection is None:
             return False
         raw = connection.connection
-        if connection.in_atomic_block or raw.closed or raw.broken or not raw.autocommit:
+        if connection.in_atomic_block or not raw.autocommit:  # Django's transaction (keep_session: psycopg's)
             return False
         from django.db.backends.signals import connection_created
 
@@ -216,8 +216,8 @@ class DjangoProject:
             connection.init_connection_state()
             connection_created.send(sender=connection.__class__, connection=connection)
 
-        pid = int(raw.info.backend_pid)
-        if not keep_session(raw, name, world, renew):
+        pid = keep_session(raw, name, world, renew)
+        if pid is None:
             return False
         self._thread().kept[name] = pid
         return True

@@ -29,23 +29,27 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _journals(world: World, database: str | None) -> list[Journal]:
+def _journals(world: World, database: str) -> list[Journal]:
     """The journals of ``world`` on ``database`` (none: a world its strategy does not journal)."""
     from statekit.postgres.journal import journals_of  # psycopg: not imported with statekit
 
-    return [journal for journal in journals_of(world) if database and journal.database == database]
+    return [journal for journal in journals_of(world) if journal.database == database]
 
 
-def keep_session(raw: Any, database: str, world: World, renew: Callable[[], None] = lambda: None) -> bool:
+def keep_session(
+    raw: Any, database: str, world: World, renew: Callable[[], None] = lambda: None
+) -> int | None:
     """Reset the idle psycopg connection ``raw`` to ``database`` server-side, run ``renew`` (what the
     framework runs on a new connection), and name its backend to the journal of that database in
-    ``world``. False, nothing named, if it cannot be kept: inside a transaction, broken, or a world
-    with no journal for that database (its strategy ends connections its own way)."""
+    ``world``: that backend's pid. None, nothing named, if it cannot be kept: inside a transaction,
+    closed or broken, or a world with no journal for that database (its strategy ends connections
+    its own way)."""
     from psycopg.pq import TransactionStatus
 
     ours = _journals(world, database)
     if not ours or raw.closed or raw.broken or raw.info.transaction_status != TransactionStatus.IDLE:
-        return False
+        return None
+    pid = int(raw.info.backend_pid)
     autocommit = raw.autocommit
     try:
         raw.autocommit = True  # DISCARD ALL cannot run in a transaction block
@@ -54,13 +58,13 @@ def keep_session(raw: Any, database: str, world: World, renew: Callable[[], None
         raw.autocommit = autocommit
         renew()
         if raw.info.transaction_status != TransactionStatus.IDLE:  # renew left a transaction open
-            return False
+            return None
         for journal in ours:
-            journal.keep([int(raw.info.backend_pid)])
+            journal.keep([pid])
     except Exception:  # a session (or journal) the episode broke: psycopg's or the framework's error
         log.debug("a session to %s could not be kept", database, exc_info=True)
-        return False
-    return True
+        return None
+    return pid
 
 
 def _forget_preparing(raw: Any) -> None:
@@ -91,7 +95,7 @@ def keep_pooled(engine: Engine, world: World, renew: Callable[[Any], None] | Non
                 raw = connection.connection.driver_connection
                 if raw is not None:
                     renewing = (lambda: renew(raw)) if renew is not None else (lambda: None)
-                    kept = keep_session(raw, database, world, renewing)
+                    kept = keep_session(raw, database, world, renewing) is not None
         except Exception:  # the server or the connection gone: the pool goes, as it did
             log.debug("no connection of %s could be kept", engine.url, exc_info=True)
             kept = False
